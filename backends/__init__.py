@@ -1,0 +1,1 @@
+"""Concrete keyed-state backends, registered with statekit through the ``statekit.backends`` entry points."""

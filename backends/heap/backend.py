@@ -1,0 +1,58 @@
+"""The heap backend: all state in Python dicts, for state that fits in the executor's memory."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from statekit import KeyedStateBackend, OptionSpec, StateDescriptor, StateDescriptorError
+
+from .states import (HeapAggregatingState, HeapListState, HeapMapState, HeapReducingState, HeapState,
+                     HeapValueState)
+from .timers import HeapTimerQueue
+
+_KINDS = {"value": HeapValueState, "list": HeapListState, "map": HeapMapState,
+          "reducing": HeapReducingState, "aggregating": HeapAggregatingState}
+
+DELETED = object()
+"""Marks a cell deleted since the last ``take_changes``."""
+
+
+class HeapKeyedStateBackend(KeyedStateBackend):
+    """Dict-backed keyed state; tracks changed cells per state for incremental snapshots."""
+
+    name = "heap"
+    OPTIONS = (
+        OptionSpec("heap.validate_writes", "bool", True,
+                   "check on every write that values serialize (off: errors surface at snapshot time)"),
+    )
+
+    def __init__(self, config, key_groups, time_provider) -> None:
+        super().__init__(config, key_groups, time_provider)
+        self._validate = bool(config.get("heap.validate_writes"))
+
+    def _create_state(self, descriptor: StateDescriptor) -> HeapState:
+        cls = _KINDS.get(descriptor.kind)
+        if cls is None:
+            raise StateDescriptorError(f"state '{descriptor.name}': unknown state kind {descriptor.kind!r}")
+        return cls(self, descriptor, self._validate)
+
+    def _create_timer_queue(self, service: str, domain: str) -> HeapTimerQueue:
+        return HeapTimerQueue()
+
+    def take_changes(self) -> Iterator[tuple[str, int, Any, Any, Any]]:
+        """Cells changed since the last call as (state, key group, key, namespace, cell or DELETED)."""
+        for name, st in self._states.items():
+            table = st._table
+            for ck in st._take_dirty():
+                key, ns = ck
+                cell = table.get(ck, DELETED)
+                yield name, self.key_group_of(key), key, ns, (cell if cell is DELETED else st._cell_out(cell))
+
+    def close(self) -> None:
+        for st in self._states.values():
+            st._table.clear()
+            st._dirty.clear()
+        for svc in self._timer_services.values():
+            svc._event.clear()
+            svc._processing.clear()
+        self._closed = True

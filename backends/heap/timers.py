@@ -1,0 +1,64 @@
+"""Heap timer queue: a binary heap of sort keys plus a dict index for de-duplication and deletion."""
+
+from __future__ import annotations
+
+from heapq import heapify, heappop, heappush
+from typing import Iterator
+
+from statekit import Timer, TimerQueue
+
+
+class HeapTimerQueue(TimerQueue):
+    """Deletes lazily: a removed key stays in the heap until it surfaces or the heap is compacted."""
+
+    __slots__ = ("_heap", "_index")
+
+    def __init__(self) -> None:
+        self._heap: list[bytes] = []
+        self._index: dict[bytes, Timer] = {}
+
+    def add(self, sort_key: bytes, timer: Timer) -> bool:
+        if sort_key in self._index:
+            return False
+        self._index[sort_key] = timer
+        heappush(self._heap, sort_key)
+        return True
+
+    def remove(self, sort_key: bytes) -> bool:
+        if self._index.pop(sort_key, None) is None:
+            return False
+        if len(self._heap) > 2 * len(self._index) + 64:
+            self._heap = list(self._index)
+            heapify(self._heap)
+        return True
+
+    def _head(self) -> bytes | None:
+        heap, index = self._heap, self._index
+        while heap:
+            head = heap[0]
+            if head in index:
+                return head
+            heappop(heap)
+        return None
+
+    def peek(self) -> Timer | None:
+        head = self._head()
+        return None if head is None else self._index[head]
+
+    def poll(self) -> Timer | None:
+        head = self._head()
+        if head is None:
+            return None
+        heappop(self._heap)
+        return self._index.pop(head)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __iter__(self) -> Iterator[Timer]:
+        index = self._index
+        return iter([index[k] for k in sorted(index)])
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._index.clear()

@@ -1,0 +1,33 @@
+"""statekit: Flink-grade keyed state for Python — state kinds, namespaces, TTL, key groups, timers.
+
+Backends (heap, RocksDB) live in the ``backends`` package and are found through the registry.
+"""
+
+from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY
+from .config import OptionSpec, StateConfig, parse_size
+from .descriptors import (AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+                          ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
+from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError,
+                     StateDescriptorError, StateError)
+from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_groups_for_partition,
+                        partition_for_key_group, stable_hash)
+from .registry import available_backends, backend_class, create_backend, register_backend, wall_clock_ms
+from .serialization import KEY_SERIALIZER, MsgpackSerializer, Serializer, register_type
+from .state import (AggregatingState, ListState, MapState, MergingState, ReducingState, State, ValueState,
+                    VOID_NAMESPACE)
+from .timers import (MAX_TIMESTAMP, MIN_TIMESTAMP, InternalTimerService, Timer, TimerQueue, TimerTarget,
+                     decode_timer, timer_sort_key)
+from .ttl import StateTtlConfig, StateVisibility, UpdateType
+
+__all__ = [
+    "AggregateFunction", "AggregatingState", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
+    "InternalKeyedState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError",
+    "KeyedStateBackend", "ListState", "ListStateDescriptor", "MAX_TIMESTAMP", "MIN_TIMESTAMP", "MapState",
+    "MapStateDescriptor", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",
+    "ReducingState", "ReducingStateDescriptor", "SerializationError", "Serializer", "State", "StateConfig",
+    "StateDescriptor", "StateDescriptorError", "StateError", "StateTtlConfig", "StateVisibility", "Timer",
+    "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
+    "available_backends", "backend_class", "create_backend", "decode_timer", "key_group_for", "key_group_for_bytes",
+    "key_groups_for_partition", "parse_size", "partition_for_key_group", "register_backend", "register_type",
+    "stable_hash", "timer_sort_key", "wall_clock_ms",
+]

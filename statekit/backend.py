@@ -1,0 +1,305 @@
+"""KeyedStateBackend: the contract every backend implements, and the logic they share.
+
+A backend serves one contiguous key-group range. The current key is set once per record (or,
+in epoch batches, once per key) and pushed to every registered state, so per-record reads and
+writes only touch the state's own storage. Logical snapshots (``snapshot_logical``) are
+backend-neutral: a snapshot of one backend restores into another, or into other key groups.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar, Iterable, Iterator
+
+from .config import OptionSpec, StateConfig
+from .descriptors import StateDescriptor
+from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
+from .keygroups import key_group_for_bytes
+from .serialization import KEY_SERIALIZER
+from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key
+
+SNAPSHOT_FORMAT = 1
+_KEY_CACHE_LIMIT = 1 << 16
+
+
+class NoKey:
+    """Stands for 'no current key': hashing it (as any state lookup does) raises NoCurrentKeyError."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        raise NoCurrentKeyError("keyed state accessed before set_current_key()")
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return "<no current key>"
+
+
+NO_KEY = NoKey()
+
+
+class InternalKeyedState(ABC):
+    """What a backend's state classes offer the backend (not the user)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def _set_key(self, key: Any, key_group: int, key_bytes: bytes) -> None:
+        """The backend's current key changed."""
+
+    @abstractmethod
+    def _export(self) -> Iterator[tuple[int, Any, Any, Any]]:
+        """Every stored (key group, key, namespace, cell); cells hold TTL timestamps as ``[value, ts]``."""
+
+    @abstractmethod
+    def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
+        """Store one exported cell."""
+
+    @abstractmethod
+    def _entry_count(self) -> int:
+        """How many (key, namespace) cells are stored."""
+
+    @abstractmethod
+    def _cleanup_expired(self, budget: int) -> int:
+        """Delete up to ``budget`` expired cells/elements (TTL states); returns how many were deleted."""
+
+
+class KeyedStateBackend(ABC):
+    """Keyed state and timers for one key-group range of one operator."""
+
+    name: ClassVar[str] = ""
+    OPTIONS: ClassVar[tuple[OptionSpec, ...]] = ()
+
+    def __init__(self, config: StateConfig, key_groups: Iterable[int], time_provider: Callable[[], int]) -> None:
+        self.config = config
+        self.max_parallelism = config.max_parallelism
+        self.key_groups = _as_range(key_groups, config.max_parallelism)
+        self.time_provider = time_provider
+        self._key: Any = NO_KEY
+        self._kg = -1
+        self._kb = b""
+        self._key_cache: dict[Any, tuple[int, bytes]] = {}
+        self._states: dict[str, InternalKeyedState] = {}
+        self._descriptors: dict[str, StateDescriptor] = {}
+        self._key_listeners: list[InternalKeyedState] = []
+        self._timer_services: dict[str, InternalTimerService] = {}
+        self._pending: dict[str, dict] = {}
+        self._closed = False
+
+    # -- current key ---------------------------------------------------------------------------
+    def set_current_key(self, key: Any) -> None:
+        """Scope all states and timer registrations to ``key``."""
+        try:
+            entry = self._key_cache.get(key)
+        except TypeError:
+            raise InvalidKeyError(f"key {key!r} of type {type(key).__name__} is not hashable (use a tuple, not a list)") from None
+        if entry is None:
+            entry = self._resolve_key(key)
+        kg, kb = entry
+        self._key = key
+        self._kg = kg
+        self._kb = kb
+        for st in self._key_listeners:
+            st._set_key(key, kg, kb)
+
+    def _resolve_key(self, key: Any) -> tuple[int, bytes]:
+        if key is None or key != key:
+            raise InvalidKeyError(f"key {key!r} cannot be used for keyed state (None and NaN keys are invalid)")
+        try:
+            kb = KEY_SERIALIZER.dumps(key)
+        except SerializationError as e:
+            raise InvalidKeyError(f"key {key!r} cannot be serialized: {e}") from None
+        kg = key_group_for_bytes(kb, self.max_parallelism)
+        if kg not in self.key_groups:
+            raise KeyGroupError(f"key {key!r} is in key group {kg}, outside this backend's key groups "
+                                f"[{self.key_groups.start}, {self.key_groups.stop}) of max_parallelism {self.max_parallelism}")
+        if len(self._key_cache) >= _KEY_CACHE_LIMIT:
+            self._key_cache.clear()
+        self._key_cache[key] = (kg, kb)
+        return kg, kb
+
+    def get_current_key(self) -> Any:
+        key = self._key
+        if key is NO_KEY:
+            raise NoCurrentKeyError("no current key: call set_current_key() first")
+        return key
+
+    @property
+    def current_key_group(self) -> int:
+        return self._kg
+
+    def key_group_of(self, key: Any) -> int:
+        """Key group of ``key`` (cached like ``set_current_key``; does not check the range)."""
+        entry = self._key_cache.get(key)
+        if entry is not None:
+            return entry[0]
+        return key_group_for_bytes(KEY_SERIALIZER.dumps(key), self.max_parallelism)
+
+    # -- states --------------------------------------------------------------------------------
+    def get_state(self, descriptor: StateDescriptor):
+        """The state for ``descriptor``, created on first use; the same object for the same name."""
+        name = descriptor.name
+        st = self._states.get(name)
+        if st is not None:
+            known = self._descriptors[name]
+            if not known.compatible_with(descriptor):
+                raise StateDescriptorError(f"state '{name}' is already registered as {type(known).__name__}, "
+                                           f"not {type(descriptor).__name__}")
+            return st
+        self._check_open()
+        st = self._create_state(descriptor)
+        self._states[name] = st
+        self._descriptors[name] = descriptor
+        self._key_listeners.append(st)
+        if self._key is not NO_KEY:
+            st._set_key(self._key, self._kg, self._kb)
+        pending = self._pending.pop(name, None)
+        if pending is not None:
+            self._import_pending(name, descriptor, st, pending)
+        return st
+
+    def registered_states(self) -> dict[str, StateDescriptor]:
+        return dict(self._descriptors)
+
+    @abstractmethod
+    def _create_state(self, descriptor: StateDescriptor) -> InternalKeyedState:
+        """Build the backend's state object for ``descriptor``."""
+
+    # -- timers --------------------------------------------------------------------------------
+    def timer_service(self, name: str, target: TimerTarget | None) -> InternalTimerService:
+        """The named timer service (created on first use); ``target`` receives its timers."""
+        svc = self._timer_services.get(name)
+        if svc is None:
+            self._check_open()
+            svc = InternalTimerService(name, self, target, self._create_timer_queue(name, "event"),
+                                       self._create_timer_queue(name, "processing"))
+            self._timer_services[name] = svc
+        elif target is not None:
+            svc.set_target(target)
+        return svc
+
+    def timer_services(self) -> dict[str, InternalTimerService]:
+        return dict(self._timer_services)
+
+    @abstractmethod
+    def _create_timer_queue(self, service: str, domain: str) -> TimerQueue:
+        """An empty queue for ``domain`` ('event' or 'processing') timers of ``service``."""
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """End of an epoch: run the incremental TTL sweep; backends also write buffered changes."""
+        for name, st in self._states.items():
+            ttl = self._descriptors[name].ttl_config
+            if ttl is not None and ttl.cleanup_incremental:
+                st._cleanup_expired(ttl.cleanup_incremental)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every resource; the backend cannot be used afterwards."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StateError(f"{type(self).__name__} is closed")
+
+    def now(self) -> int:
+        """Processing time for TTL, from the injected clock."""
+        return self.time_provider()
+
+    def num_entries(self) -> int:
+        """Stored cells of every state plus registered timers (0 means nothing leaked)."""
+        n = sum(st._entry_count() for st in self._states.values())
+        n += sum(len(p["entries"]) for p in self._pending.values())
+        for svc in self._timer_services.values():
+            n += svc.num_event_time_timers() + svc.num_processing_time_timers()
+        return n
+
+    def state_entry_counts(self) -> dict[str, int]:
+        """Stored cells per state name."""
+        return {name: st._entry_count() for name, st in self._states.items()}
+
+    # -- logical snapshots ---------------------------------------------------------------------
+    def snapshot_logical(self) -> dict:
+        """A backend-neutral, msgpack-able copy of all state and timers (TTL-expired cells left out
+        when the state's TTL config says ``cleanup_in_snapshot``)."""
+        self.flush()
+        states = {}
+        for name, st in self._states.items():
+            d = self._descriptors[name]
+            ttl = d.ttl_config
+            if ttl is not None and ttl.cleanup_in_snapshot:
+                st._cleanup_expired(1 << 62)
+            states[name] = {"kind": d.kind, "ttl": ttl is not None, "entries": [list(e) for e in st._export()]}
+        for name, p in self._pending.items():
+            states[name] = p
+        timers = {}
+        for name, svc in self._timer_services.items():
+            timers[name] = {
+                "watermark": svc.current_watermark(),
+                "processing_time": svc.current_processing_time(),
+                "event": [list(t) for t in svc.event_time_timers()],
+                "processing": [list(t) for t in svc.processing_time_timers()],
+            }
+        return {"format": SNAPSHOT_FORMAT, "backend": self.name, "max_parallelism": self.max_parallelism,
+                "key_groups": [self.key_groups.start, self.key_groups.stop], "states": states, "timers": timers}
+
+    def restore_logical(self, snapshots: dict | Iterable[dict]) -> None:
+        """Load one or several logical snapshots (several when rescaling), keeping only this
+        backend's key groups; states are filled when their descriptor is registered."""
+        if isinstance(snapshots, dict):
+            snapshots = [snapshots]
+        if any(st._entry_count() for st in self._states.values()) or self._pending:
+            raise StateError("restore_logical needs an empty backend")
+        for snap in snapshots:
+            if snap.get("format") != SNAPSHOT_FORMAT:
+                raise StateError(f"unsupported snapshot format {snap.get('format')!r}")
+            if snap["max_parallelism"] != self.max_parallelism:
+                raise StateError(f"snapshot has max_parallelism {snap['max_parallelism']}, this backend "
+                                 f"{self.max_parallelism}: key groups cannot be mapped")
+            kgs = self.key_groups
+            for name, s in snap["states"].items():
+                entries = [e for e in s["entries"] if e[0] in kgs]
+                pending = self._pending.setdefault(name, {"kind": s["kind"], "ttl": s["ttl"], "entries": []})
+                if pending["kind"] != s["kind"]:
+                    raise StateError(f"state '{name}' is {pending['kind']} in one snapshot and {s['kind']} in another")
+                pending["entries"].extend(entries)
+            for name, t in snap["timers"].items():
+                self._restore_timers(name, t)
+        for name in [n for n in self._pending if n in self._states]:
+            self._import_pending(name, self._descriptors[name], self._states[name], self._pending.pop(name))
+
+    def _restore_timers(self, name: str, t: dict) -> None:
+        svc = self.timer_service(name, None)
+        svc.restore_time(max(svc.current_watermark(), t["watermark"]),
+                         max(svc.current_processing_time(), t["processing_time"]))
+        dumps = KEY_SERIALIZER.dumps
+        for domain, queue in (("event", svc._event), ("processing", svc._processing)):
+            for ts, key, ns in t[domain]:
+                kb = dumps(key)
+                kg = key_group_for_bytes(kb, self.max_parallelism)
+                if kg in self.key_groups:
+                    queue.add(timer_sort_key(ts, kg, kb, dumps(ns)), Timer(ts, key, ns))
+
+    def _import_pending(self, name: str, descriptor: StateDescriptor, st: InternalKeyedState, pending: dict) -> None:
+        if pending["kind"] != descriptor.kind:
+            raise StateDescriptorError(f"state '{name}' was snapshotted as {pending['kind']} state, "
+                                       f"registered now as {descriptor.kind}")
+        if pending["ttl"] != (descriptor.ttl_config is not None):
+            raise StateDescriptorError(f"state '{name}': TTL was {'on' if pending['ttl'] else 'off'} in the snapshot "
+                                       f"and is {'on' if descriptor.ttl_config else 'off'} now; they must match")
+        for kg, key, ns, cell in pending["entries"]:
+            st._import(kg, key, ns, cell)
+
+
+def _as_range(key_groups: Iterable[int], max_parallelism: int) -> range:
+    if isinstance(key_groups, range) and key_groups.step == 1:
+        r = key_groups
+    else:
+        kgs = sorted(set(key_groups))
+        if not kgs or kgs != list(range(kgs[0], kgs[-1] + 1)):
+            raise KeyGroupError(f"key groups must be a non-empty contiguous range, got {kgs[:5]}...")
+        r = range(kgs[0], kgs[-1] + 1)
+    if len(r) == 0 or r.start < 0 or r.stop > max_parallelism:
+        raise KeyGroupError(f"key groups [{r.start}, {r.stop}) not within [0, max_parallelism={max_parallelism})")
+    return r

@@ -1,0 +1,103 @@
+"""State descriptors: name, kind, serializer, functions and TTL of one piece of keyed state."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar, Generic, TypeVar
+
+from .serialization import MsgpackSerializer, Serializer
+from .ttl import StateTtlConfig
+
+IN = TypeVar("IN")
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
+
+
+class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
+    """Incremental aggregation with PyFlink's signatures."""
+
+    @abstractmethod
+    def create_accumulator(self) -> ACC: ...
+
+    @abstractmethod
+    def add(self, value: IN, accumulator: ACC) -> ACC: ...
+
+    @abstractmethod
+    def get_result(self, accumulator: ACC) -> OUT: ...
+
+    @abstractmethod
+    def merge(self, acc_a: ACC, acc_b: ACC) -> ACC: ...
+
+
+class StateDescriptor:
+    """Base of all descriptors; ``kind`` tells a backend which state class to build."""
+
+    kind: ClassVar[str] = ""
+    __slots__ = ("name", "serializer", "ttl_config")
+
+    def __init__(self, name: str, serializer: Serializer | None = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"state name must be a non-empty string, got {name!r}")
+        self.name = name
+        self.serializer: Serializer = serializer if serializer is not None else MsgpackSerializer()
+        self.ttl_config: StateTtlConfig | None = None
+
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> "StateDescriptor":
+        """Expire entries of this state per ``ttl_config``; returns self for chaining."""
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise TypeError(f"state '{self.name}': enable_time_to_live takes a StateTtlConfig, got {type(ttl_config).__name__}")
+        self.ttl_config = ttl_config
+        return self
+
+    def compatible_with(self, other: "StateDescriptor") -> bool:
+        """Two descriptors may share a name only when they describe the same kind of state."""
+        return type(self) is type(other)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class ValueStateDescriptor(StateDescriptor):
+    kind = "value"
+    __slots__ = ("default",)
+
+    def __init__(self, name: str, default: Any = None, serializer: Serializer | None = None) -> None:
+        super().__init__(name, serializer)
+        self.default = default
+
+
+class ListStateDescriptor(StateDescriptor):
+    kind = "list"
+    __slots__ = ()
+
+
+class MapStateDescriptor(StateDescriptor):
+    """Map state; user keys always use the msgpack key serializer, values the descriptor's."""
+
+    kind = "map"
+    __slots__ = ()
+
+
+class ReducingStateDescriptor(StateDescriptor):
+    kind = "reducing"
+    __slots__ = ("reduce_function",)
+
+    def __init__(self, name: str, reduce_function: Callable[[Any, Any], Any], serializer: Serializer | None = None) -> None:
+        super().__init__(name, serializer)
+        if not callable(reduce_function):
+            raise TypeError(f"state '{name}': reduce_function must be callable (a, b) -> c")
+        self.reduce_function = reduce_function
+
+
+class AggregatingStateDescriptor(StateDescriptor):
+    """Aggregating state; the serializer encodes accumulators."""
+
+    kind = "aggregating"
+    __slots__ = ("agg_function",)
+
+    def __init__(self, name: str, agg_function: AggregateFunction, serializer: Serializer | None = None) -> None:
+        super().__init__(name, serializer)
+        for m in ("create_accumulator", "add", "merge", "get_result"):
+            if not callable(getattr(agg_function, m, None)):
+                raise TypeError(f"state '{name}': agg_function lacks {m}()")
+        self.agg_function = agg_function

@@ -1,0 +1,57 @@
+"""Key groups: the unit of state partitioning and rescaling (Flink's KeyGroupRangeAssignment).
+
+A key's group comes from a stable hash of its serialized bytes, the same in every process and
+on every machine (never Python's salted ``hash()``), so state can be moved between partitions.
+"""
+
+from __future__ import annotations
+
+from zlib import crc32
+
+from .serialization import KEY_SERIALIZER
+
+DEFAULT_MAX_PARALLELISM = 128
+UPPER_BOUND_MAX_PARALLELISM = 1 << 15
+
+
+def stable_hash(data: bytes) -> int:
+    """CRC32 of ``data`` spread by murmur3's 32-bit finalizer (crc32 alone clusters similar keys)."""
+    h = crc32(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def key_group_for_bytes(key_bytes: bytes, max_parallelism: int) -> int:
+    """Key group of an already serialized key."""
+    return stable_hash(key_bytes) % max_parallelism
+
+
+def key_group_for(key: object, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
+    """Key group of ``key`` in ``[0, max_parallelism)``."""
+    return stable_hash(KEY_SERIALIZER.dumps(key)) % max_parallelism
+
+
+def check_parallelism(parallelism: int, max_parallelism: int) -> None:
+    """Reject a parallelism/max-parallelism pair that cannot be assigned."""
+    if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ValueError(f"max_parallelism must be in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {max_parallelism}")
+    if not 1 <= parallelism <= max_parallelism:
+        raise ValueError(f"parallelism must be in [1, max_parallelism={max_parallelism}], got {parallelism}")
+
+
+def key_groups_for_partition(partition: int, parallelism: int, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> range:
+    """Contiguous key-group range served by ``partition`` of ``parallelism`` partitions."""
+    check_parallelism(parallelism, max_parallelism)
+    if not 0 <= partition < parallelism:
+        raise ValueError(f"partition must be in [0, {parallelism}), got {partition}")
+    start = (partition * max_parallelism + parallelism - 1) // parallelism
+    end = ((partition + 1) * max_parallelism - 1) // parallelism
+    return range(start, end + 1)
+
+
+def partition_for_key_group(key_group: int, parallelism: int, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
+    """The partition whose range holds ``key_group`` (inverse of ``key_groups_for_partition``)."""
+    return key_group * parallelism // max_parallelism

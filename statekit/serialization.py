@@ -1,0 +1,140 @@
+"""Serializers for keys, namespaces and values.
+
+The default is msgpack with exact types: a tuple comes back as a tuple (so tuple keys and
+namespaces stay hashable), a list as a list, and classes registered with ``register_type``
+(window classes, for instance) come back as themselves. msgpack is prefix-free, so an encoded
+key followed by an encoded namespace can be split again and byte prefixes select one key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import msgpack
+
+from .errors import SerializationError
+
+_TUPLE_CODE = 1
+_INT64_MIN = -(1 << 63)
+_UINT64_MAX = (1 << 64) - 1
+_SCALARS = frozenset((str, float, bool, bytes, type(None)))
+
+_encoders: dict[type, tuple[int, Callable[[Any], Any]]] = {}
+_decoders: dict[int, Callable[[Any], Any]] = {}
+
+
+@runtime_checkable
+class Serializer(Protocol):
+    """What a descriptor's serializer must offer: bytes out, the same value back."""
+
+    def dumps(self, value: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+def register_type(code: int, cls: type, to_plain: Callable[[Any], Any], from_plain: Callable[[Any], Any]) -> None:
+    """Teach the msgpack serializer a class: ``to_plain`` gives msgpack-able data, ``from_plain`` rebuilds it."""
+    if not 2 <= code <= 127:
+        raise ValueError(f"extension code must be in [2, 127] (1 is the tuple), got {code}")
+    known = _decoders.get(code)
+    if known is not None and _encoders.get(cls, (None,))[0] != code:
+        raise ValueError(f"extension code {code} is already registered for another type")
+    _encoders[cls] = (code, to_plain)
+    _decoders[code] = from_plain
+
+
+def _default(obj: Any) -> Any:
+    t = type(obj)
+    enc = _encoders.get(t)
+    if enc is not None:
+        return msgpack.ExtType(enc[0], _packb(enc[1](obj)))
+    if isinstance(obj, tuple):
+        return msgpack.ExtType(_TUPLE_CODE, _packb(list(obj)))
+    if isinstance(obj, dict):
+        return dict(obj)
+    if isinstance(obj, list):
+        return list(obj)
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, str):
+        return str(obj)
+    raise TypeError(f"cannot serialize object of type {t.__name__}")
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _TUPLE_CODE:
+        return tuple(_unpackb(data))
+    dec = _decoders.get(code)
+    if dec is None:
+        raise SerializationError(f"unknown msgpack extension code {code}: register the type with statekit.register_type")
+    return dec(_unpackb(data))
+
+
+def _packb(obj: Any) -> bytes:
+    return msgpack.packb(obj, default=_default, strict_types=True, use_bin_type=True)
+
+
+def _unpackb(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
+
+
+class MsgpackSerializer:
+    """Exact-type msgpack; fails with a SerializationError naming the type it cannot encode."""
+
+    __slots__ = ("_packer",)
+
+    def __init__(self) -> None:
+        self._packer = msgpack.Packer(default=_default, strict_types=True, use_bin_type=True)
+
+    def dumps(self, value: Any) -> bytes:
+        try:
+            return self._packer.pack(value)
+        except SerializationError:
+            raise
+        except (TypeError, ValueError, OverflowError) as e:
+            self._packer.reset()
+            raise SerializationError(f"{e} (value of type {type(value).__name__})") from None
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            return _unpackb(data)
+        except SerializationError:
+            raise
+        except Exception as e:  # msgpack raises several unrelated types on corrupt input
+            raise SerializationError(f"cannot decode {len(data)} bytes: {e}") from None
+
+    def check(self, value: Any) -> None:
+        """Raise SerializationError if ``value`` cannot be encoded; cheap for scalars."""
+        t = type(value)
+        if t is int:
+            if not _INT64_MIN <= value <= _UINT64_MAX:
+                raise SerializationError(f"integer {value} does not fit in 64 bits (value of type int)")
+        elif t not in _SCALARS:
+            self.dumps(value)
+
+
+KEY_SERIALIZER = MsgpackSerializer()
+
+
+def loads_prefix(data: bytes, count: int) -> tuple[list, int]:
+    """Decode the first ``count`` msgpack objects of ``data``; also returns how many bytes they took."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, ext_hook=_ext_hook)
+    unpacker.feed(data)
+    try:
+        objs = [unpacker.unpack() for _ in range(count)]
+    except msgpack.OutOfData:
+        raise SerializationError(f"truncated data: expected {count} msgpack objects in {len(data)} bytes") from None
+    return objs, unpacker.tell()
+
+
+def check_value(serializer: Serializer, value: Any, state_name: str) -> None:
+    """Validate ``value`` for writing into state ``state_name``; the error names the state and type."""
+    try:
+        if type(serializer) is MsgpackSerializer:
+            serializer.check(value)
+        else:
+            serializer.dumps(value)
+    except SerializationError as e:
+        raise SerializationError(f"state '{state_name}': cannot serialize value of type {type(value).__name__}: {e}") from None
+    except Exception as e:
+        raise SerializationError(f"state '{state_name}': cannot serialize value of type {type(value).__name__}: {e}") from None

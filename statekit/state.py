@@ -1,0 +1,129 @@
+"""User-facing state interfaces, scoped to (current key, current namespace).
+
+The narrow waist: each interface holds a kind's operations; internal use adds only
+``set_current_namespace`` and, for list/reducing/aggregating state, ``merge_namespaces``.
+Backends implement these classes directly (no wrapper layers on the per-record path).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Iterable
+
+VOID_NAMESPACE = None
+"""The namespace used until ``set_current_namespace`` is called."""
+
+
+class State(ABC):
+    """One named piece of keyed state."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def set_current_namespace(self, namespace: Any) -> None:
+        """Scope later calls to ``namespace`` (any msgpack-able, hashable value)."""
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Remove the value under the current key and namespace."""
+
+
+class ValueState(State):
+    __slots__ = ()
+
+    @abstractmethod
+    def value(self) -> Any:
+        """The stored value, or the descriptor's default when there is none."""
+
+    @abstractmethod
+    def update(self, value: Any) -> None:
+        """Store ``value``; ``None`` clears, as in Flink."""
+
+
+class MergingState(State):
+    """State whose values of several namespaces can be combined into one."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        """Merge the sources' values (in order) and then into ``target``; sources are cleared.
+
+        Empty or missing sources are skipped; an empty target takes the merged value; a source
+        equal to the target is ignored. Works under the current key, like Flink's
+        ``InternalMergingState.mergeNamespaces``.
+        """
+
+
+class ListState(MergingState):
+    __slots__ = ()
+
+    @abstractmethod
+    def get(self) -> list:
+        """A copy of the elements in insertion order; ``[]`` when empty."""
+
+    @abstractmethod
+    def add(self, value: Any) -> None: ...
+
+    @abstractmethod
+    def add_all(self, values: Iterable[Any]) -> None: ...
+
+    @abstractmethod
+    def update(self, values: Iterable[Any]) -> None:
+        """Replace the elements; an empty iterable clears."""
+
+
+class MapState(State):
+    __slots__ = ()
+
+    @abstractmethod
+    def get(self, key: Any) -> Any:
+        """The value under ``key`` or ``None``."""
+
+    @abstractmethod
+    def put(self, key: Any, value: Any) -> None: ...
+
+    @abstractmethod
+    def put_all(self, mapping: dict) -> None: ...
+
+    @abstractmethod
+    def remove(self, key: Any) -> None: ...
+
+    @abstractmethod
+    def contains(self, key: Any) -> bool: ...
+
+    @abstractmethod
+    def keys(self) -> list: ...
+
+    @abstractmethod
+    def values(self) -> list: ...
+
+    @abstractmethod
+    def items(self) -> list: ...
+
+    @abstractmethod
+    def is_empty(self) -> bool: ...
+
+
+class ReducingState(MergingState):
+    __slots__ = ()
+
+    @abstractmethod
+    def get(self) -> Any:
+        """The reduced value, or ``None`` when nothing was added."""
+
+    @abstractmethod
+    def add(self, value: Any) -> None:
+        """Store ``reduce(current, value)`` (or ``value`` when empty)."""
+
+
+class AggregatingState(MergingState):
+    __slots__ = ()
+
+    @abstractmethod
+    def get(self) -> Any:
+        """``get_result(accumulator)``, or ``None`` when nothing was added."""
+
+    @abstractmethod
+    def add(self, value: Any) -> None:
+        """Store ``add(value, accumulator)`` (starting from ``create_accumulator()``)."""
