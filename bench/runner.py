@@ -1,0 +1,35 @@
+"""Run bench parts and write their reports: ``python -m bench`` and ``statekit bench``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+from pathlib import Path
+
+from . import PARTS
+
+
+def run_parts(parts: list[str], quick: bool, out_dir: Path) -> dict[str, dict]:
+    """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
+    written = {}
+    for part in parts:
+        if part not in PARTS:
+            raise SystemExit(f"unknown bench part {part!r}; valid: {', '.join(PARTS)}, all")
+        t0 = time.perf_counter()
+        report = importlib.import_module(PARTS[part]).run(quick=quick)
+        paths = report.write(out_dir)
+        print(f"[{part}] {time.perf_counter() - t0:.1f}s -> {', '.join(str(p) for p in paths.values())}")
+        print(report.to_markdown())
+        written[part] = paths
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="statekit bench", description="Backend benchmarks: tables, JSON and plots.")
+    ap.add_argument("parts", nargs="*", default=["all"], help=f"parts to run: {', '.join(PARTS)} or all")
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
+    ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
+    args = ap.parse_args(argv)
+    parts = list(PARTS) if "all" in args.parts else args.parts
+    run_parts(parts, args.quick, Path(args.out))
