@@ -7,6 +7,7 @@ PARTS = {
     "rocksdb_ops": "bench.rocksdb_ops",
     "timers": "bench.timers",
     "windows": "bench.windows",
+    "snapshots": "bench.snapshots",
 }
 
 __all__ = ["BenchReport", "Figure", "PARTS", "Series", "machine_info", "progress", "rate", "run_isolated"]

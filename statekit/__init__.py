@@ -7,6 +7,7 @@ from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY
 from .config import OptionSpec, StateConfig, parse_size
 from .descriptors import (AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                           ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
+from .durations import to_millis
 from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError,
                      StateDescriptorError, StateError)
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_groups_for_partition,
@@ -29,5 +30,5 @@ __all__ = [
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
     "available_backends", "backend_class", "create_backend", "decode_timer", "key_group_for", "key_group_for_bytes",
     "key_groups_for_partition", "parse_size", "partition_for_key_group", "register_backend", "register_type",
-    "stable_hash", "timer_sort_key", "wall_clock_ms",
+    "stable_hash", "timer_sort_key", "to_millis", "wall_clock_ms",
 ]

@@ -41,9 +41,16 @@ NO_KEY = NoKey()
 
 
 class InternalKeyedState(ABC):
-    """What a backend's state classes offer the backend (not the user)."""
+    """What a backend's state classes offer the backend (not the user).
+
+    A state that keeps its scope as a ``(key, namespace)`` tuple in ``_ck`` (namespace in ``_ns``)
+    may set ``TUPLE_SCOPED = True``: ``set_current_key`` then sets ``_ck`` itself, without a call per
+    state, reusing one cached ``(key, None)`` tuple per key for the void namespace (so dict lookups
+    meet the identical tuple). ``_set_key`` is still used when the state is registered under a key.
+    """
 
     __slots__ = ()
+    TUPLE_SCOPED: ClassVar[bool] = False
 
     @abstractmethod
     def _set_key(self, key: Any, key_group: int, key_bytes: bytes) -> None:
@@ -80,31 +87,37 @@ class KeyedStateBackend(ABC):
         self._key: Any = NO_KEY
         self._kg = -1
         self._kb = b""
-        self._key_cache: dict[Any, tuple[int, bytes]] = {}
+        self._key_cache: dict[Any, tuple[int, bytes, tuple]] = {}
         self._states: dict[str, InternalKeyedState] = {}
         self._descriptors: dict[str, StateDescriptor] = {}
-        self._key_listeners: list[InternalKeyedState] = []
+        self._key_setters: list[Callable[[Any, int, bytes], None]] = []
+        self._tuple_scoped: list[Any] = []
         self._timer_services: dict[str, InternalTimerService] = {}
         self._pending: dict[str, dict] = {}
         self._closed = False
+        self.checkpoint_base: Any = None
+        """Set by statekit.checkpoint: the committed snapshot this state equals (incremental snapshots build on it)."""
 
     # -- current key ---------------------------------------------------------------------------
     def set_current_key(self, key: Any) -> None:
         """Scope all states and timer registrations to ``key``."""
         try:
-            entry = self._key_cache.get(key)
+            kg, kb, void_ck = self._key_cache[key]
+        except KeyError:
+            kg, kb, void_ck = self._resolve_key(key)
         except TypeError:
             raise InvalidKeyError(f"key {key!r} of type {type(key).__name__} is not hashable (use a tuple, not a list)") from None
-        if entry is None:
-            entry = self._resolve_key(key)
-        kg, kb = entry
         self._key = key
         self._kg = kg
         self._kb = kb
-        for st in self._key_listeners:
-            st._set_key(key, kg, kb)
+        for st in self._tuple_scoped:
+            ns = st._ns
+            st._ck = void_ck if ns is None else (key, ns)
+        for set_key in self._key_setters:
+            set_key(key, kg, kb)
 
-    def _resolve_key(self, key: Any) -> tuple[int, bytes]:
+    def _resolve_key(self, key: Any) -> tuple[int, bytes, tuple]:
+        """Key group, serialized key and ``(key, None)`` of a new key; checked and cached."""
         if key is None or key != key:
             raise InvalidKeyError(f"key {key!r} cannot be used for keyed state (None and NaN keys are invalid)")
         try:
@@ -117,8 +130,8 @@ class KeyedStateBackend(ABC):
                                 f"[{self.key_groups.start}, {self.key_groups.stop}) of max_parallelism {self.max_parallelism}")
         if len(self._key_cache) >= _KEY_CACHE_LIMIT:
             self._key_cache.clear()
-        self._key_cache[key] = (kg, kb)
-        return kg, kb
+        entry = self._key_cache[key] = (kg, kb, (key, None))
+        return entry
 
     def get_current_key(self) -> Any:
         key = self._key
@@ -152,7 +165,10 @@ class KeyedStateBackend(ABC):
         st = self._create_state(descriptor)
         self._states[name] = st
         self._descriptors[name] = descriptor
-        self._key_listeners.append(st)
+        if st.TUPLE_SCOPED:
+            self._tuple_scoped.append(st)
+        else:
+            self._key_setters.append(st._set_key)
         if self._key is not NO_KEY:
             st._set_key(self._key, self._kg, self._kb)
         pending = self._pending.pop(name, None)

@@ -62,6 +62,12 @@ class BackendFactory:
             if not b._closed:
                 b.close()
 
+    def __enter__(self) -> "BackendFactory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close_all()
+
 
 @pytest.fixture(params=BACKENDS)
 def backend_name(request: pytest.FixtureRequest) -> str:
@@ -80,6 +86,21 @@ def make_backend(backend_name: str, clock: ManualClock, tmp_path: Path) -> Itera
     factory = BackendFactory(backend_name, clock, tmp_path)
     yield factory
     factory.close_all()
+
+
+@pytest.fixture
+def new_factory(tmp_path: Path) -> Iterator[Callable[..., BackendFactory]]:
+    """Makes independent factories (one per hypothesis example), each in its own directory,
+    on ``clock`` (default: a new ManualClock)."""
+    factories: list[BackendFactory] = []
+
+    def new(backend: str, clock: ManualClock | None = None) -> BackendFactory:
+        factories.append(BackendFactory(backend, clock or ManualClock(), tmp_path / f"factory-{len(factories)}"))
+        return factories[-1]
+
+    yield new
+    for f in factories:
+        f.close_all()
 
 
 @pytest.fixture

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from .backend import HeapKeyedStateBackend
 
 _MISSING = object()
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+_MSGPACK_TRUSTED = frozenset((int, str, float, bool, bytes))
+"""Types msgpack always encodes (ints only within 64 bits), checked inline on the per-record write paths."""
 
 
 def _noop(value: Any) -> None:
@@ -26,15 +29,15 @@ def _noop(value: Any) -> None:
 class HeapState(InternalKeyedState):
     """Storage, scoping, TTL and snapshot plumbing shared by the heap state kinds."""
 
-    __slots__ = ("_backend", "_name", "_table", "_dirty", "_key", "_ns", "_ck", "_ttl", "_ttl_ms", "_clock",
-                 "_check", "_cleanup_n", "_cursor")
+    TUPLE_SCOPED = True
+    __slots__ = ("_backend", "_name", "_table", "_dirty", "_ns", "_ck", "_ttl", "_ttl_ms", "_clock",
+                 "_check", "_trusted", "_cleanup_n", "_cursor")
 
     def __init__(self, backend: "HeapKeyedStateBackend", descriptor: StateDescriptor, validate: bool) -> None:
         self._backend = backend
         self._name = descriptor.name
         self._table: dict[tuple, Any] = {}
         self._dirty: set[tuple] = set()
-        self._key: Any = NO_KEY
         self._ns: Any = None
         self._ck: tuple = (NO_KEY, None)
         ttl = descriptor.ttl_config
@@ -44,25 +47,28 @@ class HeapState(InternalKeyedState):
         self._cleanup_n = ttl.cleanup_incremental if ttl is not None else 0
         self._cursor: list[tuple] = []
         ser = descriptor.serializer
+        msgpack_checked = validate and type(ser) is MsgpackSerializer
+        self._trusted = _MSGPACK_TRUSTED if msgpack_checked else frozenset()
         if not validate:
             self._check = _noop
-        elif type(ser) is MsgpackSerializer:
+        elif msgpack_checked:
             self._check = ser.check
         else:
             self._check = ser.dumps
 
     # -- scoping -------------------------------------------------------------------------------
     def _set_key(self, key: Any, key_group: int, key_bytes: bytes) -> None:
-        self._key = key
         self._ck = (key, self._ns)
 
     def set_current_namespace(self, namespace: Any) -> None:
         self._ns = namespace
-        self._ck = (self._key, namespace)
+        self._ck = (self._ck[0], namespace)
 
     def clear(self) -> None:
         ck = self._ck
-        if self._table.pop(ck, _MISSING) is not _MISSING:
+        table = self._table
+        if ck in table:
+            del table[ck]
             self._dirty.add(ck)
 
     def _validated(self, value: Any) -> Any:
@@ -74,10 +80,13 @@ class HeapState(InternalKeyedState):
         return value
 
     # -- TTL -----------------------------------------------------------------------------------
-    def _live(self, ck: tuple, cell: tuple) -> tuple[bool, Any]:
-        """(visible, value) of a value-like TTL cell; deletes it when expired, refreshes on read."""
+    def _accessed(self) -> None:
+        """Incremental cleanup: each access to a TTL state first checks ``cleanup_incremental`` cells."""
         if self._cleanup_n:
             self._cleanup_expired(self._cleanup_n)
+
+    def _live(self, ck: tuple, cell: tuple) -> tuple[bool, Any]:
+        """(visible, value) of a value-like TTL cell; deletes it when expired, refreshes on read."""
         value, ts = cell
         now = self._clock()
         if ts + self._ttl_ms <= now:
@@ -98,16 +107,23 @@ class HeapState(InternalKeyedState):
         return 0
 
     def _cleanup_expired(self, budget: int) -> int:
+        """Check up to ``budget`` cells, resuming where the last call stopped; when the pass ends
+        it starts over once (so a large budget checks every cell)."""
         if self._ttl is None:
             return 0
         table = self._table
-        if not self._cursor:
-            self._cursor = list(table)
         cursor = self._cursor
+        restarted = False
         now = self._clock()
         removed = 0
-        for _ in range(min(budget, len(cursor))):
+        while budget > 0:
+            if not cursor:
+                if restarted or not table:
+                    break
+                cursor = self._cursor = list(table)
+                restarted = True
             ck = cursor.pop()
+            budget -= 1
             cell = table.get(ck, _MISSING)
             if cell is not _MISSING:
                 removed += self._purge(ck, cell, now)
@@ -148,7 +164,7 @@ class HeapMergingState(HeapState):
         """Combine two cells (``b`` after ``a``)."""
 
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
-        key = self._key
+        key = self._backend.get_current_key()
         table, dirty = self._table, self._dirty
         merged = _MISSING
         for src in sources:
@@ -178,6 +194,7 @@ class HeapValueState(HeapState, ValueState):
     def value(self) -> Any:
         if self._ttl is None:
             return self._table.get(self._ck, self._default)
+        self._accessed()
         ck = self._ck
         cell = self._table.get(ck)
         if cell is None:
@@ -189,12 +206,15 @@ class HeapValueState(HeapState, ValueState):
         if value is None:
             self.clear()
             return
-        try:
-            self._check(value)
-        except Exception:
+        t = type(value)
+        if t not in self._trusted or (t is int and not _INT_MIN <= value <= _INT_MAX):
             self._validated(value)
         ck = self._ck
-        self._table[ck] = value if self._ttl is None else (value, self._clock())
+        if self._ttl is None:
+            self._table[ck] = value
+        else:
+            self._accessed()
+            self._table[ck] = (value, self._clock())
         self._dirty.add(ck)
 
 
@@ -219,13 +239,13 @@ class HeapListState(HeapMergingState, ListState):
 
     def get(self) -> list:
         ck = self._ck
+        if self._ttl is None:
+            cell = self._table.get(ck)
+            return [] if cell is None else list(cell)
+        self._accessed()
         cell = self._table.get(ck)
         if cell is None:
             return []
-        if self._ttl is None:
-            return list(cell)
-        if self._cleanup_n:
-            self._cleanup_expired(self._cleanup_n)
         now = self._clock()
         ttl_ms = self._ttl_ms
         live = [e for e in cell if e[1] + ttl_ms > now]
@@ -241,12 +261,15 @@ class HeapListState(HeapMergingState, ListState):
         return out
 
     def add(self, value: Any) -> None:
-        try:
-            self._check(value)
-        except Exception:
+        t = type(value)
+        if t not in self._trusted or (t is int and not _INT_MIN <= value <= _INT_MAX):
             self._validated(value)
         ck = self._ck
-        elem = value if self._ttl is None else (value, self._clock())
+        if self._ttl is None:
+            elem = value
+        else:
+            self._accessed()
+            elem = (value, self._clock())
         cell = self._table.get(ck)
         if cell is None:
             self._table[ck] = [elem]
@@ -254,15 +277,21 @@ class HeapListState(HeapMergingState, ListState):
             cell.append(elem)
         self._dirty.add(ck)
 
-    def add_all(self, values: Iterable[Any]) -> None:
+    def _elements(self, values: Iterable[Any]) -> list:
+        """``values`` as stored elements: all validated first (a failed write changes nothing), stamped with TTL."""
         values = list(values)
-        if not values:
-            return
         for v in values:
             self._validated(v)
         if self._ttl is not None:
+            self._accessed()
             now = self._clock()
             values = [(v, now) for v in values]
+        return values
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        values = self._elements(values)
+        if not values:
+            return
         ck = self._ck
         cell = self._table.get(ck)
         if cell is None:
@@ -272,8 +301,13 @@ class HeapListState(HeapMergingState, ListState):
         self._dirty.add(ck)
 
     def update(self, values: Iterable[Any]) -> None:
-        self.clear()
-        self.add_all(values)
+        values = self._elements(values)
+        if not values:
+            self.clear()
+            return
+        ck = self._ck
+        self._table[ck] = values
+        self._dirty.add(ck)
 
     def _cell_out(self, cell):
         return [[e[0], e[1]] for e in cell] if self._ttl is not None else list(cell)
@@ -299,11 +333,12 @@ class HeapMapState(HeapState, MapState):
     def _live_map(self) -> dict | None:
         """The current cell, TTL-checked: expired entries are deleted (and hidden unless visible)."""
         ck = self._ck
+        if self._ttl is None:
+            return self._table.get(ck)
+        self._accessed()
         cell = self._table.get(ck)
-        if cell is None or self._ttl is None:
-            return cell
-        if self._cleanup_n:
-            self._cleanup_expired(self._cleanup_n)
+        if cell is None:
+            return None
         now = self._clock()
         if self._ttl.return_expired:
             visible = {k: e for k, e in cell.items()}
@@ -318,33 +353,64 @@ class HeapMapState(HeapState, MapState):
             return visible
         return cell or None
 
-    def get(self, key: Any) -> Any:
-        cell = self._live_map()
-        if cell is None:
-            return None
-        e = cell.get(key)
-        if e is None or self._ttl is None:
+    def _live_entry(self, key: Any) -> Any:
+        """The value under ``key`` or _MISSING; with TTL, only this entry is expired or refreshed."""
+        ck = self._ck
+        if self._ttl is None:
+            cell = self._table.get(ck)
+            return _MISSING if cell is None else cell.get(key, _MISSING)
+        self._accessed()
+        cell = self._table.get(ck)
+        e = _MISSING if cell is None else cell.get(key, _MISSING)
+        if e is _MISSING:
             return e
+        now = self._clock()
+        if e[1] + self._ttl_ms <= now:
+            del cell[key]
+            if not cell:
+                del self._table[ck]
+            self._dirty.add(ck)
+            return e[0] if self._ttl.return_expired else _MISSING
+        if self._ttl.refresh_on_read:
+            cell[key] = (e[0], now)
+            self._dirty.add(ck)
         return e[0]
+
+    def get(self, key: Any) -> Any:
+        value = self._live_entry(key)
+        return None if value is _MISSING else value
 
     def put(self, key: Any, value: Any) -> None:
         self._check_user_key(key)
         self._validated(value)
-        ck = self._ck
-        elem = value if self._ttl is None else (value, self._clock())
-        cell = self._table.get(ck)
-        if cell is None:
-            self._table[ck] = {key: elem}
-        else:
-            cell[key] = elem
-        self._dirty.add(ck)
+        self._store({key: value})
 
     def put_all(self, mapping: dict) -> None:
-        for k, v in dict(mapping).items():
-            self.put(k, v)
+        mapping = dict(mapping)
+        for k, v in mapping.items():
+            self._check_user_key(k)
+            self._validated(v)
+        if mapping:
+            self._store(mapping)
+
+    def _store(self, entries: dict) -> None:
+        """Write validated ``entries`` (a dict the caller owns) into the current cell: one access, one timestamp."""
+        if self._ttl is not None:
+            self._accessed()
+            now = self._clock()
+            entries = {k: (v, now) for k, v in entries.items()}
+        ck = self._ck
+        cell = self._table.get(ck)
+        if cell is None:
+            self._table[ck] = entries
+        else:
+            cell.update(entries)
+        self._dirty.add(ck)
 
     def remove(self, key: Any) -> None:
         ck = self._ck
+        if self._ttl is not None:
+            self._accessed()
         cell = self._table.get(ck)
         if cell is not None and cell.pop(key, _MISSING) is not _MISSING:
             if not cell:
@@ -352,8 +418,7 @@ class HeapMapState(HeapState, MapState):
             self._dirty.add(ck)
 
     def contains(self, key: Any) -> bool:
-        cell = self._live_map()
-        return cell is not None and key in cell
+        return self._live_entry(key) is not _MISSING
 
     def keys(self) -> list:
         cell = self._live_map()
@@ -407,9 +472,12 @@ class HeapReducingState(HeapMergingState, ReducingState):
 
     def get(self) -> Any:
         ck = self._ck
+        if self._ttl is None:
+            return self._table.get(ck)
+        self._accessed()
         cell = self._table.get(ck)
-        if cell is None or self._ttl is None:
-            return cell
+        if cell is None:
+            return None
         visible, value = self._live(ck, cell)
         return value if visible else None
 
@@ -419,9 +487,8 @@ class HeapReducingState(HeapMergingState, ReducingState):
         if self._ttl is None:
             cell = table.get(ck, _MISSING)
             new = value if cell is _MISSING else self._reduce(cell, value)
-            try:
-                self._check(new)
-            except Exception:
+            t = type(new)
+            if t not in self._trusted or (t is int and not _INT_MIN <= new <= _INT_MAX):
                 self._validated(new)
             table[ck] = new
         else:
@@ -445,11 +512,12 @@ class HeapAggregatingState(HeapMergingState, AggregatingState):
 
     def _accumulator(self) -> Any:
         ck = self._ck
+        if self._ttl is None:
+            return self._table.get(ck, _MISSING)
+        self._accessed()
         cell = self._table.get(ck, _MISSING)
         if cell is _MISSING:
             return _MISSING
-        if self._ttl is None:
-            return cell
         visible, acc = self._live(ck, cell)
         return acc if visible else _MISSING
 
@@ -465,9 +533,6 @@ class HeapAggregatingState(HeapMergingState, AggregatingState):
         else:
             acc = self._accumulator()
         acc = agg.add(value, agg.create_accumulator() if acc is _MISSING else acc)
-        try:
-            self._check(acc)
-        except Exception:
-            self._validated(acc)
+        self._validated(acc)
         self._table[ck] = acc if self._ttl is None else (acc, self._clock())
         self._dirty.add(ck)

@@ -1,0 +1,180 @@
+"""The backend's RocksDB instance: memory-bounded options, column families, clear open errors, disposal.
+
+Memory is bounded by one LRU block cache (data, index and filter blocks) to which the
+memtables of every column family are charged through a WriteBufferManager, so RocksDB's own
+memory stays near ``rocksdb.block_cache_size``. The write-ahead log is off: this DB is a
+working copy, durability comes from snapshots; ``close()`` flushes memtables before closing.
+A directory the store created (the default temp dir, or a ``local_dir`` that did not exist)
+is deleted on close, or at interpreter exit when the backend was never closed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from typing import Any
+
+import msgpack
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
+
+from statekit import StateDescriptorError, StateError
+
+_META_STATE = b"state:"
+_SEQ_KEY = b"list-seq"
+
+
+class Closed:
+    """Stands in for every store a closed backend held: any use raises a clear StateError."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def _fail(self, *args: Any, **kwargs: Any) -> Any:
+        raise StateError(f"{self._what} is closed")
+
+    __getitem__ = __setitem__ = __delitem__ = __contains__ = __len__ = __iter__ = _fail
+
+    def __getattr__(self, name: str) -> Any:
+        return self._fail
+
+
+def _make_options(settings: dict[str, Any]) -> Options:
+    cache = Cache(settings["block_cache_size"])
+    table = BlockBasedOptions()
+    table.set_block_cache(cache)
+    table.set_bloom_filter(10, False)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    opts.set_block_based_table_factory(table)
+    opts.set_write_buffer_size(settings["write_buffer_size"])
+    opts.set_max_write_buffer_number(settings["max_write_buffer_number"])
+    opts.set_write_buffer_manager(
+        WriteBufferManager.new_write_buffer_manager_with_cache(settings["write_buffer_manager_size"], False, cache))
+    opts.set_max_background_jobs(settings["max_background_jobs"])
+    opts.set_keep_log_file_num(2)
+    return opts
+
+
+def _open_error(path: str, error: Exception) -> StateError:
+    msg = str(error)
+    low = msg.lower()
+    if "lock" in low:
+        return StateError(f"RocksDB local_dir {path!r} is in use: its database is locked by another "
+                          f"backend or process ({msg})")
+    if "corrupt" in low:
+        return StateError(f"RocksDB database in local_dir {path!r} is corrupt ({msg}); "
+                          f"delete the directory to start empty")
+    if "permission" in low or "read-only" in low:
+        return StateError(f"RocksDB local_dir {path!r} is not writable ({msg})")
+    return StateError(f"cannot open RocksDB in local_dir {path!r}: {msg}")
+
+
+def _dispose(handles: dict[str, Any], path: str, created: bool) -> None:
+    """Close the DB (after dropping every column-family handle) and delete a directory we created."""
+    db = handles.pop("db", None)
+    handles.clear()
+    if db is not None:
+        try:
+            db.close()
+        except Exception:  # closing is best effort; the directory is still removed below
+            pass
+        del db
+    if created:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class RocksDBStore:
+    """One RocksDB directory: column families by name, batched writes without WAL, disposal."""
+
+    def __init__(self, local_dir: str | None, dir_prefix: str, settings: dict[str, Any]) -> None:
+        if local_dir is None:
+            path, created = tempfile.mkdtemp(prefix=dir_prefix), True
+        else:
+            path, created = os.path.abspath(local_dir), not os.path.exists(local_dir)
+            try:
+                os.makedirs(path, exist_ok=True)
+            except OSError as e:
+                raise StateError(f"RocksDB local_dir {path!r} is not writable: {e}") from None
+        self.path = path
+        self.created = created
+        try:
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise StateError(f"RocksDB local_dir {path!r} is not writable (permission denied)")
+            self._options = _make_options(settings)
+            self.db = self._open()
+        except BaseException:
+            if created:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
+        self._write_options = WriteOptions()
+        self._write_options.disable_wal = True
+        self.db.set_write_options(self._write_options)
+        self._families: dict[str, tuple[Rdict, Any]] = {}
+        self._handles: dict[str, Any] = {"db": self.db}
+        self._finalizer = weakref.finalize(self, _dispose, self._handles, path, created)
+
+    def _open(self) -> Rdict:
+        path = self.path
+        try:
+            names = Rdict.list_cf(path, self._options) if os.path.exists(os.path.join(path, "CURRENT")) else []
+            families = {n: self._options for n in names if n != "default"}
+            return Rdict(path, options=self._options, column_families=families)
+        except Exception as e:  # rocksdict raises plain Exception with RocksDB's status text
+            raise _open_error(path, e) from None
+
+    def family(self, name: str) -> tuple[Rdict, Any]:
+        """The column family ``name`` (created if missing) and its handle for write batches."""
+        fam = self._families.get(name)
+        if fam is None:
+            try:
+                cf = self.db.get_column_family(name)
+            except Exception:
+                cf = self.db.create_column_family(name, self._options)
+            cf.set_write_options(self._write_options)
+            fam = (cf, self.db.get_column_family_handle(name))
+            self._families[name] = fam
+            self._handles[name] = fam
+        return fam
+
+    def state_family(self, name: str, kind: str, ttl: bool) -> tuple[Rdict, Any]:
+        """The column family of state ``name``; a reopened DB must hold the same kind and TTL setting."""
+        meta_key = _META_STATE + name.encode()
+        meta = msgpack.packb([kind, ttl])
+        known = self.db.get(meta_key)
+        if known is None:
+            self.db.put(meta_key, meta)
+        elif known != meta:
+            k, t = msgpack.unpackb(known)
+            raise StateDescriptorError(f"state '{name}' is stored in {self.path!r} as {k} state with TTL "
+                                       f"{'on' if t else 'off'}, not {kind} with TTL {'on' if ttl else 'off'}")
+        return self.family("state:" + name)
+
+    def timer_family(self, service: str, domain: str) -> Rdict:
+        """The column family of one timer queue."""
+        return self.family(f"timers:{service}:{domain}")[0]
+
+    def load_sequence(self) -> int:
+        """The next list-element sequence number recorded in the DB (0 for a new DB)."""
+        raw = self.db.get(_SEQ_KEY)
+        return 0 if raw is None else int.from_bytes(raw, "big")
+
+    def new_batch(self) -> WriteBatch:
+        return WriteBatch(raw_mode=True)
+
+    def write(self, batch: WriteBatch, sequence: int) -> None:
+        """Apply ``batch`` atomically together with the next list sequence number."""
+        batch.put(_SEQ_KEY, sequence.to_bytes(8, "big"))
+        self.db.write(batch)
+
+    def close(self) -> None:
+        """Close the DB and delete the directory if the store created it (idempotent)."""
+        self._families.clear()
+        self.db = Closed("RocksDB store")
+        self._finalizer()

@@ -1,0 +1,165 @@
+"""RocksDB timer queue: timers in their own column family, the earliest ones cached in memory.
+
+The column family holds every timer under its ``timer_sort_key`` (value empty), so key order
+is firing order. Like Flink's RocksDBCachingPriorityQueueSet, a sorted in-memory cache holds
+a prefix of that order: the cache holds exactly the timers ``<= bound``, where ``bound is None``
+means it holds all of them. peek/poll use only the cache while it is non-empty; when it
+runs dry below a bound, it is refilled from RocksDB by seeking *past* the bound, so the
+tombstones of already fired timers are never scanned again. Writes go straight to RocksDB
+(write-through), so a refill always sees every timer.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Any, Iterator
+
+from statekit import Timer, TimerQueue, decode_timer
+
+from .db import Closed
+from .keys import scan_from
+
+_END = b"\xff" * 16
+"""Greater than every timer sort key (their first byte pair is at most 0xff 0xff and the key group <= 0x7fff)."""
+_COMPACT_AT = 1024
+
+
+class RocksDBTimerQueue(TimerQueue):
+    """Timers of one (service, domain) in a RocksDB column family with an in-memory head cache."""
+
+    __slots__ = ("_db", "_capacity", "_keys", "_lo", "_timers", "_bound", "_size")
+
+    def __init__(self, db: Any, capacity: int) -> None:
+        self._db = db
+        self._capacity = capacity
+        self._keys: list[bytes] = []      # sorted cached sort keys; the live ones are _keys[_lo:]
+        self._lo = 0
+        self._timers: dict[bytes, Timer] = {}
+        self._size = sum(1 for _ in scan_from(db, None))
+        self._bound: bytes | None = b"" if self._size else None
+
+    # -- cache bookkeeping ---------------------------------------------------------------------
+    def _covers(self, sort_key: bytes) -> bool:
+        bound = self._bound
+        return bound is None or sort_key <= bound
+
+    def _refill(self) -> None:
+        """Load the next ``capacity`` timers after the bound (the cache is empty)."""
+        bound = self._bound
+        it = self._db.iter()
+        it.seek(bound)
+        if it.valid() and it.key() == bound:
+            it.next()
+        keys = []
+        cap = self._capacity
+        while it.valid() and len(keys) < cap:
+            keys.append(it.key())
+            it.next()
+        self._keys = keys
+        self._lo = 0
+        self._timers = {k: decode_timer(k)[0] for k in keys}
+        self._bound = keys[-1] if it.valid() else None
+
+    # -- TimerQueue ----------------------------------------------------------------------------
+    def add(self, sort_key: bytes, timer: Timer) -> bool:
+        timers = self._timers
+        if self._covers(sort_key):
+            if sort_key in timers:
+                return False
+            self._db.put(sort_key, b"")
+            self._size += 1
+            keys = self._keys
+            insort(keys, sort_key, lo=self._lo)
+            timers[sort_key] = timer
+            if len(timers) > self._capacity:
+                del timers[keys.pop()]
+                self._bound = keys[-1]
+            return True
+        db = self._db
+        if db.get(sort_key) is not None:
+            return False
+        db.put(sort_key, b"")
+        self._size += 1
+        return True
+
+    def remove(self, sort_key: bytes) -> bool:
+        if self._covers(sort_key):
+            if self._timers.pop(sort_key, None) is None:
+                return False
+            keys = self._keys
+            i = bisect_left(keys, sort_key, lo=self._lo)
+            if i == self._lo:
+                self._lo = i + 1
+            else:
+                del keys[i]
+        else:
+            if self._db.get(sort_key) is None:
+                return False
+        self._db.delete(sort_key)
+        self._size -= 1
+        return True
+
+    def peek(self) -> Timer | None:
+        keys = self._keys
+        if self._lo == len(keys):
+            if self._bound is None:
+                return None
+            self._refill()
+            keys = self._keys
+            if not keys:
+                return None
+        return self._timers[keys[self._lo]]
+
+    def poll(self) -> Timer | None:
+        head = self.peek()
+        if head is None:
+            return None
+        keys = self._keys
+        lo = self._lo
+        sort_key = keys[lo]
+        del self._timers[sort_key]
+        lo += 1
+        if lo == len(keys):
+            keys.clear()
+            lo = 0
+        elif lo >= _COMPACT_AT and 2 * lo > len(keys):
+            del keys[:lo]
+            lo = 0
+        self._lo = lo
+        self._db.delete(sort_key)
+        self._size -= 1
+        return head
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[Timer]:
+        """All timers in firing order, read from RocksDB (an iterator sees a consistent snapshot)."""
+        for k, _ in scan_from(self._db, None):
+            yield decode_timer(k)[0]
+
+    def clear(self) -> None:
+        self._db.delete_range(b"", _END)
+        self._keys = []
+        self._lo = 0
+        self._timers = {}
+        self._bound = None
+        self._size = 0
+
+    # -- state introspection (tests, bench) ---------------------------------------------------
+    def cached(self) -> int:
+        """How many timers the in-memory cache holds now."""
+        return len(self._timers)
+
+    def cache_holds_all(self) -> bool:
+        """True when the cache holds every timer of the queue (RocksDB is not consulted)."""
+        return self._bound is None
+
+    def _release(self, closed: Closed) -> None:
+        """Drop the cache and the column family; later use raises StateError."""
+        self._db = closed
+        self._keys = []
+        self._lo = 0
+        self._timers = {}
+        self._bound = b""
+        self._size = 0

@@ -1,0 +1,30 @@
+"""Window and keyed-process operators written once against statekit (Flink's semantics).
+
+Operators never import a backend or Spark: a runtime (the test harness, the Spark glue) hands
+them a backend and an ``Output`` and drives ``process_batch`` / ``process_watermark`` per epoch.
+"""
+
+from .assigners import (DynamicEventTimeSessionWindows, DynamicProcessingTimeSessionWindows, EventTimeSessionWindows,
+                        GlobalWindows, MergingWindowAssigner, ProcessingTimeSessionWindows, SlidingEventTimeWindows,
+                        SlidingProcessingTimeWindows, TumblingEventTimeWindows, TumblingProcessingTimeWindows,
+                        WindowAssigner, count_window)
+from .evictors import CountEvictor, Evictor, TimeEvictor, TimestampedValue
+from .functions import KeyedProcessFunction, ProcessWindowFunction
+from .keyed_process import KeyedProcessOperator
+from .merging_window_set import MergingWindowSet
+from .output import Output
+from .triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger, EventTimeTrigger,
+                       NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger, TriggerResult)
+from .window_operator import WindowOperator
+from .windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow
+
+__all__ = [
+    "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountEvictor", "CountTrigger",
+    "DynamicEventTimeSessionWindows", "DynamicProcessingTimeSessionWindows", "EventTimeSessionWindows",
+    "EventTimeTrigger", "Evictor", "GLOBAL_WINDOW", "GlobalWindow", "GlobalWindows", "KeyedProcessFunction",
+    "KeyedProcessOperator", "MergingWindowAssigner", "MergingWindowSet", "NeverTrigger", "Output",
+    "ProcessWindowFunction", "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger",
+    "SlidingEventTimeWindows", "SlidingProcessingTimeWindows", "TimeEvictor", "TimeWindow", "TimestampedValue",
+    "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner",
+    "WindowOperator", "count_window",
+]

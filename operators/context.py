@@ -1,0 +1,180 @@
+"""Contexts handed to triggers, evictors and window functions, and the operator's timer buffer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statekit import (InternalTimerService, KeyedStateBackend, MergingState, State, StateDescriptor,
+                      VOID_NAMESPACE)
+
+from .triggers import OnMergeContext
+
+
+class TimerBuffer:
+    """Timer registrations of the current key, applied at once by ``flush`` while buffering.
+
+    While an epoch's records of one key are processed no timer can fire, so the net effect of a
+    register/delete sequence (the last operation per timer) is all that reaches the timer service.
+    Outside ``buffering`` (timer callbacks) operations go straight through, as timers registered
+    there may fire in the same watermark advance.
+    """
+
+    __slots__ = ("_svc", "_pending", "buffering")
+
+    def __init__(self, service: InternalTimerService) -> None:
+        self._svc = service
+        self._pending: dict[tuple[bool, Any, int], bool] = {}
+        self.buffering = False
+
+    def register_event(self, namespace: Any, ts: int) -> None:
+        if self.buffering:
+            self._pending[(True, namespace, ts)] = True
+        else:
+            self._svc.register_event_time_timer(namespace, ts)
+
+    def delete_event(self, namespace: Any, ts: int) -> None:
+        if self.buffering:
+            self._pending[(True, namespace, ts)] = False
+        else:
+            self._svc.delete_event_time_timer(namespace, ts)
+
+    def register_processing(self, namespace: Any, ts: int) -> None:
+        if self.buffering:
+            self._pending[(False, namespace, ts)] = True
+        else:
+            self._svc.register_processing_time_timer(namespace, ts)
+
+    def delete_processing(self, namespace: Any, ts: int) -> None:
+        if self.buffering:
+            self._pending[(False, namespace, ts)] = False
+        else:
+            self._svc.delete_processing_time_timer(namespace, ts)
+
+    def flush(self) -> None:
+        """Apply the buffered operations under the current key."""
+        pending = self._pending
+        if not pending:
+            return
+        svc = self._svc
+        for (event, ns, ts), add in pending.items():
+            if event:
+                if add:
+                    svc.register_event_time_timer(ns, ts)
+                else:
+                    svc.delete_event_time_timer(ns, ts)
+            elif add:
+                svc.register_processing_time_timer(ns, ts)
+            else:
+                svc.delete_processing_time_timer(ns, ts)
+        pending.clear()
+
+
+class Instant(int):
+    """A timestamp that can also be called, so ``ctx.current_watermark`` and PyFlink's
+    ``ctx.current_watermark()`` both work."""
+
+    __slots__ = ()
+
+    def __call__(self) -> int:
+        return int(self)
+
+
+class KeyedStateStore:
+    """Keyed state of the current key in one namespace (a window, or the void namespace)."""
+
+    __slots__ = ("_backend", "namespace", "_unsupported")
+
+    def __init__(self, backend: KeyedStateBackend, namespace: Any = VOID_NAMESPACE, unsupported: str | None = None) -> None:
+        self._backend = backend
+        self.namespace = namespace
+        self._unsupported = unsupported
+
+    def get_state(self, descriptor: StateDescriptor) -> State:
+        if self._unsupported is not None:
+            raise RuntimeError(self._unsupported)
+        st = self._backend.get_state(descriptor)
+        st.set_current_namespace(self.namespace)
+        return st
+
+    get_list_state = get_map_state = get_reducing_state = get_aggregating_state = get_state
+
+    def __call__(self) -> "KeyedStateStore":
+        return self
+
+
+class WindowTriggerContext(OnMergeContext):
+    """The trigger (and evictor) context: key, window and, during ``on_merge``, the merged windows."""
+
+    __slots__ = ("_backend", "_timers", "_svc", "window", "merged_windows")
+
+    def __init__(self, backend: KeyedStateBackend, timers: TimerBuffer, service: InternalTimerService) -> None:
+        self._backend = backend
+        self._timers = timers
+        self._svc = service
+        self.window: Any = None
+        self.merged_windows: list = []
+
+    def get_current_processing_time(self) -> int:
+        return self._svc.current_processing_time()
+
+    def get_current_watermark(self) -> int:
+        return self._svc.current_watermark()
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._timers.register_processing(self.window, time)
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._timers.register_event(self.window, time)
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._timers.delete_processing(self.window, time)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._timers.delete_event(self.window, time)
+
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> State:
+        st = self._backend.get_state(state_descriptor)
+        st.set_current_namespace(self.window)
+        return st
+
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
+        if not self.merged_windows:
+            return
+        st = self._backend.get_state(state_descriptor)
+        if not isinstance(st, MergingState):
+            raise TypeError(f"trigger state '{state_descriptor.name}' is {state_descriptor.kind} state, "
+                            f"which cannot be merged (use list, reducing or aggregating state)")
+        st.merge_namespaces(self.window, self.merged_windows)
+
+
+class WindowProcessContext:
+    """``ProcessWindowFunction``'s context: the window, time, and per-window and global keyed state."""
+
+    __slots__ = ("_svc", "_window", "_window_store", "global_state")
+
+    def __init__(self, backend: KeyedStateBackend, service: InternalTimerService, merging: bool) -> None:
+        self._svc = service
+        self._window: Any = None
+        self._window_store = KeyedStateStore(
+            backend, unsupported="per-window state is not supported with merging window assigners" if merging else None)
+        self.global_state = KeyedStateStore(backend)
+
+    def set_window(self, window: Any) -> None:
+        self._window = window
+        self._window_store.namespace = window
+
+    @property
+    def window(self) -> Any:
+        return self._window
+
+    @property
+    def current_watermark(self) -> Instant:
+        return Instant(self._svc.current_watermark())
+
+    @property
+    def current_processing_time(self) -> Instant:
+        return Instant(self._svc.current_processing_time())
+
+    @property
+    def window_state(self) -> KeyedStateStore:
+        return self._window_store

@@ -1,0 +1,139 @@
+"""KeyedProcessOperator: runs a ``KeyedProcessFunction`` with keyed state and timers (the escape hatch)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from statekit import VOID_NAMESPACE, KeyedStateBackend, State, StateDescriptor, Timer, TimerTarget
+
+from .batching import group_by_key
+from .functions import KeyedProcessFunction
+from .output import Output
+
+TIMER_SERVICE = "user-timers"
+EVENT_TIME = "event_time"
+PROCESSING_TIME = "processing_time"
+
+
+class TimerService:
+    """Timers of the current key (in the void namespace) and the operator's clocks."""
+
+    __slots__ = ("_svc",)
+
+    def __init__(self, service) -> None:
+        self._svc = service
+
+    def current_watermark(self) -> int:
+        return self._svc.current_watermark()
+
+    def current_processing_time(self) -> int:
+        return self._svc.current_processing_time()
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._svc.register_event_time_timer(VOID_NAMESPACE, timestamp)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._svc.register_processing_time_timer(VOID_NAMESPACE, timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._svc.delete_event_time_timer(VOID_NAMESPACE, timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._svc.delete_processing_time_timer(VOID_NAMESPACE, timestamp)
+
+
+class ProcessContext:
+    """``ctx`` of ``process_element`` and ``on_timer``: state, timers, key, timestamp, time domain."""
+
+    __slots__ = ("_backend", "_timer_service", "_timestamp", "_domain")
+
+    def __init__(self, backend: KeyedStateBackend, timer_service: TimerService) -> None:
+        self._backend = backend
+        self._timer_service = timer_service
+        self._timestamp: int | None = None
+        self._domain: str | None = None
+
+    def get_state(self, descriptor: StateDescriptor) -> State:
+        """Keyed state of the current key."""
+        return self._backend.get_state(descriptor)
+
+    get_list_state = get_map_state = get_reducing_state = get_aggregating_state = get_state
+
+    def timer_service(self) -> TimerService:
+        return self._timer_service
+
+    def get_current_key(self) -> Any:
+        return self._backend.get_current_key()
+
+    def timestamp(self) -> int | None:
+        """The element's timestamp, or the firing timer's."""
+        return self._timestamp
+
+    def time_domain(self) -> str | None:
+        """In ``on_timer``: ``"event_time"`` or ``"processing_time"``."""
+        return self._domain
+
+
+class KeyedProcessOperator(TimerTarget):
+    """Calls ``process_element`` per element and ``on_timer`` per timer; outputs carry the element's
+    timestamp or the event-time timer's (processing-time timer outputs have none, as in Flink)."""
+
+    def __init__(self, function: KeyedProcessFunction) -> None:
+        self.function = function
+        self.metrics: dict[str, int] = {"records_in": 0, "timers_fired": 0}
+
+    def open(self, backend: KeyedStateBackend, output: Output) -> None:
+        self._backend = backend
+        self._output = output
+        self._svc = backend.timer_service(TIMER_SERVICE, self)
+        self._ctx = ProcessContext(backend, TimerService(self._svc))
+        self.function.open(self._ctx)
+
+    def close(self) -> None:
+        self.function.close()
+
+    def snapshot_metadata(self) -> dict:
+        return {"watermark": self._svc.current_watermark(), "processing_time": self._svc.current_processing_time()}
+
+    def restore_metadata(self, metadata: dict) -> None:
+        self._svc.restore_time(metadata["watermark"], metadata["processing_time"])
+
+    def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
+        self._backend.set_current_key(key)
+        self._process_key([(value, timestamp)])
+
+    def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
+        """An epoch's records grouped per key (one key switch per key; order within a key kept)."""
+        set_key = self._backend.set_current_key
+        for key, items in group_by_key(records).items():
+            set_key(key)
+            self._process_key(items)
+
+    def _process_key(self, items: list) -> None:
+        self.metrics["records_in"] += len(items)
+        ctx, fn, collect_all = self._ctx, self.function.process_element, self._output.collect_all
+        ctx._domain = None
+        for value, ts in items:
+            ctx._timestamp = ts
+            collect_all(fn(value, ctx), ts)
+
+    def process_watermark(self, watermark: int) -> None:
+        if watermark > self._svc.current_watermark():
+            self._svc.advance_watermark(watermark)
+
+    def advance_processing_time(self, time: int) -> None:
+        if time > self._svc.current_processing_time():
+            self._svc.advance_processing_time(time)
+
+    def on_event_time(self, timer: Timer) -> None:
+        self._on_timer(timer, EVENT_TIME, timer.timestamp)
+
+    def on_processing_time(self, timer: Timer) -> None:
+        self._on_timer(timer, PROCESSING_TIME, None)
+
+    def _on_timer(self, timer: Timer, domain: str, out_ts: int | None) -> None:
+        self.metrics["timers_fired"] += 1
+        ctx = self._ctx
+        ctx._timestamp = timer.timestamp
+        ctx._domain = domain
+        self._output.collect_all(self.function.on_timer(timer.timestamp, ctx), out_ts)

@@ -1,0 +1,399 @@
+"""Triggers (Flink's semantics): when a window fires, purges, and how trigger state merges.
+
+A trigger keeps its state through ``ctx.get_partitioned_state(descriptor)`` (scoped to the
+window) and its timers through the context, so both live in the state backend.
+"""
+
+from __future__ import annotations
+
+import operator
+from abc import ABC, abstractmethod
+from datetime import timedelta
+from enum import Enum
+from typing import Any
+
+from statekit import ReducingStateDescriptor, State, StateDescriptor
+
+from statekit.durations import to_millis
+
+
+class TriggerResult(Enum):
+    """What to do with a window: (fire, purge)."""
+
+    CONTINUE = (False, False)
+    FIRE_AND_PURGE = (True, True)
+    FIRE = (True, False)
+    PURGE = (False, True)
+
+    def is_fire(self) -> bool:
+        return self.value[0]
+
+    def is_purge(self) -> bool:
+        return self.value[1]
+
+
+CONTINUE = TriggerResult.CONTINUE
+FIRE = TriggerResult.FIRE
+PURGE = TriggerResult.PURGE
+FIRE_AND_PURGE = TriggerResult.FIRE_AND_PURGE
+
+
+class TriggerContext(ABC):
+    """What a trigger may use: time, timers and state, all scoped to the current key and window."""
+
+    @abstractmethod
+    def get_current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def get_current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def register_processing_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def register_event_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def delete_processing_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def delete_event_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> State: ...
+
+    def current_watermark(self) -> int:
+        return self.get_current_watermark()
+
+    def current_processing_time(self) -> int:
+        return self.get_current_processing_time()
+
+
+class OnMergeContext(TriggerContext):
+    """The context of ``Trigger.on_merge``: trigger state of the merged windows can be merged."""
+
+    @abstractmethod
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None: ...
+
+
+class Trigger(ABC):
+    """Decides when a window is evaluated (``on_element``, ``on_event_time``, ``on_processing_time``)."""
+
+    TriggerContext = TriggerContext
+    OnMergeContext = OnMergeContext
+
+    @abstractmethod
+    def on_element(self, element: Any, timestamp: int | None, window: Any, ctx: TriggerContext) -> TriggerResult: ...
+
+    @abstractmethod
+    def on_processing_time(self, time: int, window: Any, ctx: TriggerContext) -> TriggerResult: ...
+
+    @abstractmethod
+    def on_event_time(self, time: int, window: Any, ctx: TriggerContext) -> TriggerResult: ...
+
+    def can_merge(self) -> bool:
+        """Whether ``on_merge`` is supported (required by merging window assigners)."""
+        return False
+
+    def on_merge(self, window: Any, ctx: OnMergeContext) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support merging")
+
+    @abstractmethod
+    def clear(self, window: Any, ctx: TriggerContext) -> None:
+        """Remove the trigger's state and timers for ``window``."""
+
+
+class EventTimeTrigger(Trigger):
+    """Fires once the watermark passes the window's end (immediately for late-but-allowed elements)."""
+
+    def on_element(self, element, timestamp, window, ctx):
+        max_ts = window.max_timestamp()
+        if max_ts <= ctx.get_current_watermark():
+            return FIRE
+        ctx.register_event_time_timer(max_ts)
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return FIRE if time == window.max_timestamp() else CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        return CONTINUE
+
+    def clear(self, window, ctx):
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        # a merged window whose end already passed the watermark fires through on_element
+        max_ts = window.max_timestamp()
+        if max_ts > ctx.get_current_watermark():
+            ctx.register_event_time_timer(max_ts)
+
+    @staticmethod
+    def create() -> "EventTimeTrigger":
+        return EventTimeTrigger()
+
+    def __repr__(self) -> str:
+        return "EventTimeTrigger()"
+
+
+class ProcessingTimeTrigger(Trigger):
+    """Fires when processing time reaches the window's end."""
+
+    def on_element(self, element, timestamp, window, ctx):
+        ctx.register_processing_time_timer(window.max_timestamp())
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        return FIRE
+
+    def clear(self, window, ctx):
+        ctx.delete_processing_time_timer(window.max_timestamp())
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        max_ts = window.max_timestamp()
+        if max_ts > ctx.get_current_processing_time():
+            ctx.register_processing_time_timer(max_ts)
+
+    @staticmethod
+    def create() -> "ProcessingTimeTrigger":
+        return ProcessingTimeTrigger()
+
+    def __repr__(self) -> str:
+        return "ProcessingTimeTrigger()"
+
+
+class CountTrigger(Trigger):
+    """Fires when the window holds ``count`` elements (counted in a reducing state), then restarts."""
+
+    def __init__(self, count: int) -> None:
+        if count <= 0:
+            raise ValueError(f"CountTrigger needs a positive count, got {count}")
+        self.count = count
+        self.state_descriptor = ReducingStateDescriptor("count", operator.add)
+
+    @staticmethod
+    def of(count: int) -> "CountTrigger":
+        return CountTrigger(count)
+
+    def on_element(self, element, timestamp, window, ctx):
+        st = ctx.get_partitioned_state(self.state_descriptor)
+        st.add(1)
+        if st.get() >= self.count:
+            st.clear()
+            return FIRE
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        return CONTINUE
+
+    def clear(self, window, ctx):
+        ctx.get_partitioned_state(self.state_descriptor).clear()
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        ctx.merge_partitioned_state(self.state_descriptor)
+
+    def __repr__(self) -> str:
+        return f"CountTrigger({self.count})"
+
+
+class PurgingTrigger(Trigger):
+    """Wraps a trigger and turns each of its FIREs into FIRE_AND_PURGE."""
+
+    def __init__(self, nested_trigger: Trigger) -> None:
+        self.nested_trigger = nested_trigger
+
+    @staticmethod
+    def of(nested_trigger: Trigger) -> "PurgingTrigger":
+        return PurgingTrigger(nested_trigger)
+
+    @staticmethod
+    def _purging(result: TriggerResult) -> TriggerResult:
+        return FIRE_AND_PURGE if result is FIRE else result
+
+    def on_element(self, element, timestamp, window, ctx):
+        return self._purging(self.nested_trigger.on_element(element, timestamp, window, ctx))
+
+    def on_event_time(self, time, window, ctx):
+        return self._purging(self.nested_trigger.on_event_time(time, window, ctx))
+
+    def on_processing_time(self, time, window, ctx):
+        return self._purging(self.nested_trigger.on_processing_time(time, window, ctx))
+
+    def clear(self, window, ctx):
+        self.nested_trigger.clear(window, ctx)
+
+    def can_merge(self) -> bool:
+        return self.nested_trigger.can_merge()
+
+    def on_merge(self, window, ctx):
+        self.nested_trigger.on_merge(window, ctx)
+
+    def __repr__(self) -> str:
+        return f"PurgingTrigger({self.nested_trigger!r})"
+
+
+def _java_rem(a: int, b: int) -> int:
+    """Remainder truncated toward zero (Java's ``%``), which the continuous triggers align with."""
+    r = abs(a) % b
+    return -r if a < 0 else r
+
+
+class ContinuousEventTimeTrigger(Trigger):
+    """Fires every ``interval`` of event time (aligned to multiples of it) and at the window's end."""
+
+    def __init__(self, interval: int) -> None:
+        if interval <= 0:
+            raise ValueError(f"ContinuousEventTimeTrigger needs a positive interval, got {interval}")
+        self.interval = interval
+        self.state_descriptor = ReducingStateDescriptor("fire-time", min)
+
+    @staticmethod
+    def of(interval: int | timedelta | str) -> "ContinuousEventTimeTrigger":
+        return ContinuousEventTimeTrigger(to_millis(interval, "interval"))
+
+    def _register_next(self, time: int, window, ctx, fire_state) -> None:
+        nxt = min(time + self.interval, window.max_timestamp())
+        fire_state.add(nxt)
+        ctx.register_event_time_timer(nxt)
+
+    def on_element(self, element, timestamp, window, ctx):
+        max_ts = window.max_timestamp()
+        if max_ts <= ctx.get_current_watermark():
+            return FIRE
+        ctx.register_event_time_timer(max_ts)
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        if fire_state.get() is None:
+            self._register_next(timestamp - _java_rem(timestamp, self.interval), window, ctx, fire_state)
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        if time == window.max_timestamp():
+            return FIRE
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        if fire_state.get() == time:
+            fire_state.clear()
+            self._register_next(time, window, ctx, fire_state)
+            return FIRE
+        return CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        return CONTINUE
+
+    def clear(self, window, ctx):
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        ts = fire_state.get()
+        if ts is not None:
+            ctx.delete_event_time_timer(ts)
+            fire_state.clear()
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        ctx.merge_partitioned_state(self.state_descriptor)
+        nxt = ctx.get_partitioned_state(self.state_descriptor).get()
+        if nxt is not None:
+            ctx.register_event_time_timer(nxt)
+
+    def __repr__(self) -> str:
+        return f"ContinuousEventTimeTrigger({self.interval})"
+
+
+class ContinuousProcessingTimeTrigger(Trigger):
+    """Fires every ``interval`` of processing time (aligned to multiples of it) while the window lives."""
+
+    def __init__(self, interval: int) -> None:
+        if interval <= 0:
+            raise ValueError(f"ContinuousProcessingTimeTrigger needs a positive interval, got {interval}")
+        self.interval = interval
+        self.state_descriptor = ReducingStateDescriptor("fire-time", min)
+
+    @staticmethod
+    def of(interval: int | timedelta | str) -> "ContinuousProcessingTimeTrigger":
+        return ContinuousProcessingTimeTrigger(to_millis(interval, "interval"))
+
+    def _register_next(self, time: int, window, ctx, fire_state) -> None:
+        nxt = min(time + self.interval, window.max_timestamp())
+        fire_state.add(nxt)
+        ctx.register_processing_time_timer(nxt)
+
+    def on_element(self, element, timestamp, window, ctx):
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        if fire_state.get() is None:
+            now = ctx.get_current_processing_time()
+            self._register_next(now - _java_rem(now, self.interval), window, ctx, fire_state)
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        if fire_state.get() == time:
+            fire_state.clear()
+            self._register_next(time, window, ctx, fire_state)
+            return FIRE
+        return CONTINUE
+
+    def clear(self, window, ctx):
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        ts = fire_state.get()
+        if ts is not None:
+            ctx.delete_processing_time_timer(ts)
+            fire_state.clear()
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        ctx.merge_partitioned_state(self.state_descriptor)
+        nxt = ctx.get_partitioned_state(self.state_descriptor).get()
+        if nxt is not None:
+            ctx.register_processing_time_timer(nxt)
+
+    def __repr__(self) -> str:
+        return f"ContinuousProcessingTimeTrigger({self.interval})"
+
+
+class NeverTrigger(Trigger):
+    """Never fires (the default of ``GlobalWindows``)."""
+
+    def on_element(self, element, timestamp, window, ctx):
+        return CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return CONTINUE
+
+    def on_processing_time(self, time, window, ctx):
+        return CONTINUE
+
+    def clear(self, window, ctx):
+        return None
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        return None
+
+    @staticmethod
+    def create() -> "NeverTrigger":
+        return NeverTrigger()
+
+    def __repr__(self) -> str:
+        return "NeverTrigger()"

@@ -1,0 +1,45 @@
+"""Checkpoints of keyed state: incremental snapshots per epoch, atomic commit, retention, rescaling.
+
+Layout at a checkpoint location (a path or any ``pyarrow.fs`` URI: ``file://``, ``s3://``, ``hdfs://``)::
+
+    <root>/<operator>/kg=<first>-<last>/                  one partition = a key-group range (inclusive)
+        epoch=<e>/manifest.json                           committed last, atomically: lists every file
+                                                          the snapshot needs, with size and sha256
+        epoch=<e>/<attempt>-<name>                        private files written by attempt <attempt>
+                                                          (heap full/delta changelog, RocksDB MANIFEST/
+                                                          OPTIONS/CURRENT, logical snapshots)
+        shared/<sha256>.sst                               content-addressed files shared by epochs
+                                                          (RocksDB SST files, uploaded once)
+        _tmp/<attempt>-...                                uploads and manifests before their rename
+
+A snapshot unit is (operator, epoch, partition). A manifest may reference files of earlier epochs
+of its partition (a heap changelog chain, shared SST files); retention keeps the newest K epochs per
+partition and deletes only files that no retained manifest references. Rescaling restores a new
+key-group range from the manifests of one epoch that together cover it, through the backend-neutral
+logical snapshot; a native restore is used when backend and range match.
+
+Per epoch, the Spark integration calls::
+
+    store = CheckpointStore(uri, retain=3)
+    r = store.restore(operator_id, config, key_groups, epoch=last_committed_epoch, backend=kept_backend)
+    ...process the epoch with r.backend...
+    store.commit(operator_id, epoch, r.backend, metadata={"watermark": wm, ...})
+"""
+
+from .codec import decode, encode
+from .errors import CheckpointError, CorruptCheckpointError, NoCheckpointError
+from .inspect import (CheckpointInfo, EpochInfo, OperatorInfo, PartitionInfo, format_report, inspect_checkpoint,
+                      main_inspect, read_state)
+from .manifest import LOGICAL, NATIVE, FileEntry, Manifest, manifest_path, partition_dir, partition_name
+from .policy import CheckpointPolicy
+from .storage import Storage, StoredFile
+from .store import CheckpointBase, CheckpointStore, Committed, Restored
+from .transfer import SnapshotReader, SnapshotWriter
+
+__all__ = [
+    "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointPolicy", "CheckpointStore", "Committed",
+    "CorruptCheckpointError", "EpochInfo", "FileEntry", "LOGICAL", "Manifest", "NATIVE", "NoCheckpointError",
+    "OperatorInfo", "PartitionInfo", "Restored", "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile",
+    "decode", "encode", "format_report", "inspect_checkpoint", "main_inspect", "manifest_path", "partition_dir",
+    "partition_name", "read_state",
+]

@@ -1,0 +1,133 @@
+"""Shared helpers of the operator tests: functions, harness construction, output helpers."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from statekit import AggregateFunction, StateConfig
+from operators import ProcessWindowFunction
+from operators.testing import OperatorHarness
+
+_dirs = itertools.count()
+
+
+def make_harness(op: Any, backend: str, tmp_path: Path, key_groups: Any = None, open_: bool = True,
+                 snapshot: bytes | None = None) -> OperatorHarness:
+    """A harness for ``op`` on ``backend`` with its own local dir; restored from ``snapshot`` if given."""
+    cfg = StateConfig(backend=backend, local_dir=str(tmp_path / f"h{next(_dirs)}"))
+    h = OperatorHarness(op, cfg, key_groups=key_groups)
+    if snapshot is not None:
+        h.restore(snapshot)
+    if open_:
+        h.open()
+    return h
+
+
+class Sum(AggregateFunction):
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, accumulator):
+        return accumulator + value
+
+    def merge(self, acc_a, acc_b):
+        return acc_a + acc_b
+
+    def get_result(self, accumulator):
+        return accumulator
+
+
+class SumCount(AggregateFunction):
+    """(sum, count) of int values."""
+
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add(self, value, accumulator):
+        return (accumulator[0] + value, accumulator[1] + 1)
+
+    def merge(self, acc_a, acc_b):
+        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
+
+    def get_result(self, accumulator):
+        return accumulator
+
+
+def add(a, b):
+    return a + b
+
+
+class KeyedWindowResult(ProcessWindowFunction):
+    """Yields (key, start, end, value) for an aggregate/reduce result, or (key, start, end, elements)."""
+
+    def __init__(self, fold: bool = False) -> None:
+        self.fold = fold
+
+    def process(self, key, context, elements):
+        w = context.window
+        elements = list(elements)
+        yield (key, w.start, w.end, elements[0] if self.fold else elements)
+
+
+def by_time(records: list) -> list:
+    """Output sorted by (timestamp, repr(value)) for records that fire at the same time on several keys."""
+    return sorted(records, key=lambda r: (r[1], repr(r[0])))
+
+
+class ListAgg(AggregateFunction):
+    """Keeps elements in arrival/merge order: any change in the order of add/merge calls shows."""
+
+    def create_accumulator(self):
+        return []
+
+    def add(self, value, accumulator):
+        return accumulator + [value]
+
+    def merge(self, acc_a, acc_b):
+        return acc_a + acc_b
+
+    def get_result(self, accumulator):
+        return tuple(accumulator)
+
+
+def per_key(records: list) -> dict:
+    """Records grouped by the key in ``value[0]``, order kept."""
+    out: dict = {}
+    for value, ts in records:
+        out.setdefault(value[0], []).append((value, ts))
+    return out
+
+
+def window_variants() -> dict:
+    """Event-time operator factories covering assigners, triggers, evictors and function kinds.
+
+    Every result value starts with the key, so outputs can be compared per key.
+    """
+    from operators import (ContinuousEventTimeTrigger, CountEvictor, CountTrigger, EventTimeSessionWindows,
+                           PurgingTrigger, SlidingEventTimeWindows, TimeEvictor, TumblingEventTimeWindows,
+                           WindowOperator)
+
+    keyed = KeyedWindowResult
+    return {
+        "session-agg-lateness": lambda: WindowOperator(EventTimeSessionWindows.with_gap(10), function=ListAgg(),
+                                                       window_function=keyed(fold=True), allowed_lateness=5),
+        "session-evictor-process": lambda: WindowOperator(EventTimeSessionWindows.with_gap(10), function=keyed(),
+                                                          evictor=CountEvictor.of(3)),
+        "session-count-trigger": lambda: WindowOperator(EventTimeSessionWindows.with_gap(8), function=ListAgg(),
+                                                        window_function=keyed(fold=True), trigger=CountTrigger.of(3),
+                                                        allowed_lateness=4),
+        "tumbling-count-reduce": lambda: WindowOperator(TumblingEventTimeWindows.of(20), function=add,
+                                                        window_function=keyed(fold=True),
+                                                        trigger=CountTrigger.of(2)),
+        "tumbling-purging-time-evictor": lambda: WindowOperator(
+            TumblingEventTimeWindows.of(20), function=keyed(), trigger=PurgingTrigger.of(CountTrigger.of(3)),
+            evictor=TimeEvictor.of(5), allowed_lateness=10),
+        "sliding-agg-lateness": lambda: WindowOperator(SlidingEventTimeWindows.of(30, 10), function=ListAgg(),
+                                                       window_function=keyed(fold=True), allowed_lateness=10),
+        "continuous-event-time": lambda: WindowOperator(TumblingEventTimeWindows.of(20), function=ListAgg(),
+                                                        window_function=keyed(fold=True),
+                                                        trigger=ContinuousEventTimeTrigger.of(7),
+                                                        allowed_lateness=3),
+    }

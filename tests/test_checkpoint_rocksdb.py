@@ -1,0 +1,84 @@
+"""RocksDB native snapshots: shared SST files uploaded once, stale local copies replaced, export."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+from checkpoint_workload import MAX_PAR, Job, normalized
+from statekit import StateConfig, StateError, ValueStateDescriptor, create_backend
+from statekit.checkpoint import CheckpointStore
+
+ALL = range(MAX_PAR)
+
+
+def cfg(path) -> StateConfig:
+    return StateConfig(backend="rocksdb", max_parallelism=MAX_PAR, local_dir=str(path))
+
+
+def test_unchanged_sst_files_are_referenced_not_uploaded(tmp_path):
+    store = CheckpointStore(str(tmp_path / "ckpt"), retain=5)
+    b = create_backend(cfg(tmp_path / "db"), ALL)
+    v = b.get_state(ValueStateDescriptor("v"))
+    for k in range(5000):
+        b.set_current_key(k)
+        v.update(k)
+    first = store.commit("op", 0, b).manifest
+    b.set_current_key(1)
+    v.update(-1)
+    second = store.commit("op", 1, b).manifest
+    old = {f.name: f for f in first.files_with_role("sst")}
+    reused = [f for f in second.files_with_role("sst") if f.epoch == 0]
+    assert reused and all(old[f.name] == f for f in reused)
+    assert second.snapshot["incremental"] and second.written_bytes() < first.written_bytes() / 4
+    shared = [f for f in store.storage.list_files("op") if "/shared/" in f.path]
+    assert len(shared) == len({f.path for m in (first, second) for f in m.files_with_role("sst")})
+    b.close()
+
+
+def test_restore_replaces_a_stale_local_copy(tmp_path):
+    store = CheckpointStore(str(tmp_path / "ckpt"))
+    local = tmp_path / "db"
+    local.mkdir()  # an existing directory: the backend keeps it after close
+    b = create_backend(cfg(local), ALL)
+    job = Job(b, [])
+    job.run_epoch(0)
+    store.commit("op", 0, b)
+    committed = normalized(b)
+    job.run_epoch(1)  # progress that was never committed
+    b.close()
+    del b, job
+    gc.collect()
+    assert os.path.exists(local / "CURRENT")
+    r = store.restore("op", cfg(local), ALL)
+    Job(r.backend, [])
+    assert r.native and normalized(r.backend) == committed
+    r.backend.close()
+
+
+def test_restore_refuses_a_local_dir_that_is_not_a_database(tmp_path):
+    store = CheckpointStore(str(tmp_path / "ckpt"))
+    b = create_backend(cfg(tmp_path / "db"), ALL)
+    Job(b, []).run_epoch(0)
+    store.commit("op", 0, b)
+    other = tmp_path / "precious"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(StateError, match="not a RocksDB database"):
+        store.restore("op", cfg(other), ALL)
+    assert (other / "notes.txt").read_text() == "keep me"
+    b.close()
+
+
+def test_restored_directory_is_removed_on_close(tmp_path):
+    store = CheckpointStore(str(tmp_path / "ckpt"))
+    b = create_backend(cfg(tmp_path / "db"), ALL)
+    Job(b, []).run_epoch(0)
+    store.commit("op", 0, b)
+    r = store.restore("op", cfg(tmp_path / "restored"), ALL)
+    assert os.path.exists(tmp_path / "restored" / "CURRENT")
+    r.backend.close()
+    assert not os.path.exists(tmp_path / "restored")
+    b.close()

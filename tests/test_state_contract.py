@@ -1,0 +1,1462 @@
+"""The keyed-state contract every backend must meet (issue 2), run once per registered backend."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import msgpack
+import pytest
+
+from statekit import (AggregateFunction, AggregatingStateDescriptor, ConfigError, InvalidKeyError, KeyGroupError,
+                      ListStateDescriptor, MapStateDescriptor, NoCurrentKeyError, ReducingStateDescriptor,
+                      SerializationError, StateConfig, StateDescriptorError, StateError, StateTtlConfig,
+                      StateVisibility, UpdateType, ValueStateDescriptor, available_backends, backend_class,
+                      create_backend, key_group_for, key_groups_for_partition, parse_size, partition_for_key_group,
+                      stable_hash)
+
+TTL = 100
+NEVER = StateVisibility.NEVER_RETURN_EXPIRED
+RETURN = StateVisibility.RETURN_EXPIRED_IF_NOT_CLEANED_UP
+ON_WRITE = UpdateType.ON_CREATE_AND_WRITE
+ON_READ = UpdateType.ON_READ_AND_WRITE
+
+
+class Concat(AggregateFunction):
+    """Order-revealing aggregate: the accumulator is the list of inputs, the result a string."""
+
+    def create_accumulator(self):
+        return []
+
+    def add(self, value, accumulator):
+        return accumulator + [value]
+
+    def merge(self, acc_a, acc_b):
+        return acc_a + acc_b
+
+    def get_result(self, accumulator):
+        return "".join(accumulator)
+
+
+class Average(AggregateFunction):
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add(self, value, accumulator):
+        return (accumulator[0] + value, accumulator[1] + 1)
+
+    def merge(self, acc_a, acc_b):
+        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
+
+    def get_result(self, accumulator):
+        return accumulator[0] / accumulator[1]
+
+
+def concat_strings(a: str, b: str) -> str:
+    return a + b
+
+
+def ttl(update_type=ON_WRITE, visibility=NEVER, **kw) -> StateTtlConfig:
+    return StateTtlConfig(TTL, update_type=update_type, visibility=visibility, **kw)
+
+
+def descriptor(kind: str, name: str | None = None):
+    """A descriptor of ``kind``; reducing concatenates strings and aggregating uses ``Concat``."""
+    name = name or kind
+    return {"value": lambda: ValueStateDescriptor(name, default="dflt"),
+            "list": lambda: ListStateDescriptor(name),
+            "map": lambda: MapStateDescriptor(name),
+            "reducing": lambda: ReducingStateDescriptor(name, concat_strings),
+            "aggregating": lambda: AggregatingStateDescriptor(name, Concat())}[kind]()
+
+
+KINDS = ["value", "list", "map", "reducing", "aggregating"]
+MERGING = ["list", "reducing", "aggregating"]
+
+
+def write(st, kind: str, token: str) -> None:
+    """Put one observable element into a state of ``kind``."""
+    if kind == "value":
+        st.update(token)
+    elif kind == "map":
+        st.put(token, token.upper())
+    else:
+        st.add(token)
+
+
+def read(st, kind: str):
+    """The state's content in a comparable form; None/[]/{}/default mean empty."""
+    if kind == "value":
+        return st.value()
+    if kind == "map":
+        return dict(st.items())
+    return st.get()
+
+
+EMPTY = {"value": "dflt", "list": [], "map": {}, "reducing": None, "aggregating": None}
+
+
+def key_in_group_range(groups: range, max_parallelism: int = 128, prefix: str = "k") -> str:
+    return next(f"{prefix}{i}" for i in range(100_000) if key_group_for(f"{prefix}{i}", max_parallelism) in groups)
+
+
+# ---------------------------------------------------------------------------------------------
+# Value, list, map, reducing, aggregating: every method
+# ---------------------------------------------------------------------------------------------
+
+def test_value_state_methods(backend):
+    backend.set_current_key("u1")
+    count = backend.get_state(ValueStateDescriptor("count", default=0))
+    assert count.value() == 0
+    count.update(count.value() + 1)
+    count.update(count.value() + 1)
+    assert count.value() == 2
+    count.clear()
+    assert count.value() == 0
+    count.update(5)
+    count.update(None)
+    assert count.value() == 0
+    assert backend.num_entries() == 0
+
+
+def test_value_state_without_default_is_none(backend):
+    backend.set_current_key("u1")
+    v = backend.get_state(ValueStateDescriptor("v"))
+    assert v.value() is None
+    v.update(0)
+    assert v.value() == 0
+    v.update(False)
+    assert v.value() is False
+
+
+def test_list_state_methods(backend):
+    backend.set_current_key("u1")
+    lst = backend.get_state(ListStateDescriptor("events"))
+    assert lst.get() == []
+    lst.add(1)
+    lst.add_all([2, 3])
+    assert lst.get() == [1, 2, 3]
+    lst.add_all([])
+    assert lst.get() == [1, 2, 3]
+    lst.add_all(iter((4, 5)))
+    assert lst.get() == [1, 2, 3, 4, 5]
+    lst.update([9, 8])
+    assert lst.get() == [9, 8]
+    lst.update([])
+    assert lst.get() == []
+    assert backend.num_entries() == 0
+    lst.add_all([1])
+    lst.clear()
+    assert lst.get() == []
+    assert backend.num_entries() == 0
+
+
+def test_list_get_returns_a_copy(backend):
+    backend.set_current_key("u1")
+    lst = backend.get_state(ListStateDescriptor("events"))
+    lst.add_all([1, 2])
+    got = lst.get()
+    got.append(3)
+    assert lst.get() == [1, 2]
+
+
+def test_list_add_all_is_empty_noop_on_empty_state(backend):
+    backend.set_current_key("u1")
+    lst = backend.get_state(ListStateDescriptor("events"))
+    lst.add_all([])
+    assert lst.get() == []
+    assert backend.num_entries() == 0
+
+
+def test_map_state_methods(backend):
+    backend.set_current_key("u1")
+    m = backend.get_state(MapStateDescriptor("m"))
+    assert m.is_empty()
+    assert m.get("a") is None
+    assert not m.contains("a")
+    assert m.keys() == [] and m.values() == [] and m.items() == []
+    m.put("a", 1)
+    m.put_all({"b": 2, ("t", 1): [3]})
+    assert not m.is_empty()
+    assert m.get("a") == 1 and m.get(("t", 1)) == [3]
+    assert m.contains("b") and not m.contains("zz")
+    assert set(m.keys()) == {"a", "b", ("t", 1)}
+    assert sorted(map(repr, m.values())) == sorted(map(repr, [1, 2, [3]]))
+    assert dict(m.items()) == {"a": 1, "b": 2, ("t", 1): [3]}
+    m.put("a", 10)
+    assert m.get("a") == 10
+    m.remove("a")
+    m.remove("never-there")
+    assert m.get("a") is None and not m.contains("a")
+    assert dict(m.items()) == {"b": 2, ("t", 1): [3]}
+    m.remove("b")
+    m.remove(("t", 1))
+    assert m.is_empty()
+    assert backend.num_entries() == 0
+    m.put_all({"x": 1, "y": 2})
+    m.clear()
+    assert m.is_empty() and m.items() == []
+    assert backend.num_entries() == 0
+
+
+def test_map_state_stores_none_values_distinctly_from_missing(backend):
+    backend.set_current_key("u1")
+    m = backend.get_state(MapStateDescriptor("m"))
+    m.put("a", None)
+    assert m.contains("a")
+    assert m.get("a") is None
+    assert dict(m.items()) == {"a": None}
+
+
+def test_reducing_state_methods(backend):
+    backend.set_current_key("u1")
+    r = backend.get_state(ReducingStateDescriptor("sum", lambda a, b: a + b))
+    assert r.get() is None
+    r.add(3)
+    assert r.get() == 3
+    r.add(4)
+    assert r.get() == 7
+    r.clear()
+    assert r.get() is None
+    assert backend.num_entries() == 0
+
+
+def test_reducing_state_argument_order(backend):
+    backend.set_current_key("u1")
+    r = backend.get_state(descriptor("reducing"))
+    for t in "abc":
+        r.add(t)
+    assert r.get() == "abc"
+
+
+def test_aggregating_state_methods(backend):
+    backend.set_current_key("u1")
+    avg = backend.get_state(AggregatingStateDescriptor("avg", Average()))
+    assert avg.get() is None
+    avg.add(1)
+    avg.add(2)
+    assert avg.get() == 1.5
+    avg.clear()
+    assert avg.get() is None
+    avg.add(10)
+    assert avg.get() == 10.0
+    cat = backend.get_state(descriptor("aggregating"))
+    for t in "xyz":
+        cat.add(t)
+    assert cat.get() == "xyz"
+
+
+def test_get_state_returns_same_state_for_same_name(backend):
+    a = backend.get_state(ValueStateDescriptor("x"))
+    b = backend.get_state(ValueStateDescriptor("x", default=3))
+    assert a is b
+    assert set(backend.registered_states()) == {"x"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_descriptor_conflict_same_name_other_kind(backend, kind):
+    backend.get_state(descriptor(kind, "shared"))
+    for other in KINDS:
+        if other != kind:
+            with pytest.raises(StateDescriptorError, match="shared"):
+                backend.get_state(descriptor(other, "shared"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoping: keys, namespaces, current key
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_key_isolation(backend, kind):
+    st = backend.get_state(descriptor(kind))
+    for key in ("a", "b", 7, ("t", 1)):
+        backend.set_current_key(key)
+        write(st, kind, f"{key}".replace(" ", ""))
+    for key in ("a", "b", 7, ("t", 1)):
+        backend.set_current_key(key)
+        token = f"{key}".replace(" ", "")
+        expected = {"value": token, "list": [token], "map": {token: token.upper()},
+                    "reducing": token, "aggregating": token}[kind]
+        assert read(st, kind) == expected
+    backend.set_current_key("nobody")
+    assert read(st, kind) == EMPTY[kind]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_namespace_isolation(backend, kind):
+    backend.set_current_key("u1")
+    st = backend.get_state(descriptor(kind))
+    write(st, kind, "d")
+    st.set_current_namespace(("w", 0, 30000))
+    assert read(st, kind) == EMPTY[kind]
+    write(st, kind, "w")
+    st.set_current_namespace(("w", 30000, 60000))
+    assert read(st, kind) == EMPTY[kind]
+    st.set_current_namespace(None)
+    assert read(st, kind) == read_one(kind, "d")
+    st.set_current_namespace(("w", 0, 30000))
+    assert read(st, kind) == read_one(kind, "w")
+    st.clear()
+    assert read(st, kind) == EMPTY[kind]
+    st.set_current_namespace(None)
+    assert read(st, kind) == read_one(kind, "d")
+
+
+def read_one(kind: str, token: str):
+    """What ``read`` returns after ``write(st, kind, token)`` on an empty state."""
+    return {"value": token, "list": [token], "map": {token: token.upper()},
+            "reducing": token, "aggregating": token}[kind]
+
+
+def test_namespace_survives_key_change(backend):
+    st = backend.get_state(descriptor("list"))
+    st.set_current_namespace("ns")
+    backend.set_current_key("a")
+    st.add("x")
+    backend.set_current_key("b")
+    st.add("y")
+    st.set_current_namespace(None)
+    assert st.get() == []
+    st.set_current_namespace("ns")
+    assert st.get() == ["y"]
+    backend.set_current_key("a")
+    assert st.get() == ["x"]
+
+
+def test_namespace_is_per_state(backend):
+    backend.set_current_key("u")
+    a = backend.get_state(ValueStateDescriptor("a"))
+    b = backend.get_state(ValueStateDescriptor("b"))
+    a.set_current_namespace("n1")
+    a.update(1)
+    b.update(2)
+    a.set_current_namespace(None)
+    assert a.value() is None
+    b.set_current_namespace("n1")
+    assert b.value() is None
+
+
+def test_state_created_after_set_current_key_sees_the_key(backend):
+    backend.set_current_key("late")
+    early_missing = backend.get_state(ValueStateDescriptor("v"))
+    early_missing.update("x")
+    backend.set_current_key("other")
+    backend.set_current_key("late")
+    assert backend.get_state(ValueStateDescriptor("v")).value() == "x"
+    assert backend.get_current_key() == "late"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_current_key_error(backend, kind):
+    st = backend.get_state(descriptor(kind))
+    with pytest.raises(NoCurrentKeyError):
+        read(st, kind)
+    with pytest.raises(NoCurrentKeyError):
+        write(st, kind, "x")
+    with pytest.raises(NoCurrentKeyError):
+        backend.get_current_key()
+    assert backend.num_entries() == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_current_key_error_on_clear_of_empty_state(backend, kind):
+    st = backend.get_state(descriptor(kind))
+    with pytest.raises(NoCurrentKeyError):
+        st.clear()
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_no_current_key_error_on_merge(backend, kind):
+    st = backend.get_state(descriptor(kind))
+    with pytest.raises(NoCurrentKeyError):
+        st.merge_namespaces("t", ["a"])
+
+
+# ---------------------------------------------------------------------------------------------
+# merge_namespaces
+# ---------------------------------------------------------------------------------------------
+
+def fill(st, kind: str, ns, tokens: str) -> None:
+    st.set_current_namespace(ns)
+    for t in tokens:
+        st.add(t)
+
+
+MERGED = {"list": list, "reducing": "".join, "aggregating": "".join}
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_order_target_then_sources_in_order(backend, kind):
+    backend.set_current_key("u")
+    st = backend.get_state(descriptor(kind))
+    fill(st, kind, "T", "tu")
+    fill(st, kind, "A", "a")
+    fill(st, kind, "B", "bc")
+    fill(st, kind, "C", "d")
+    st.merge_namespaces("T", ["B", "A", "C"])
+    st.set_current_namespace("T")
+    assert st.get() == MERGED[kind]("tubcad")
+    for ns in "ABC":
+        st.set_current_namespace(ns)
+        assert st.get() == ([] if kind == "list" else None)
+    assert backend.state_entry_counts()[kind] == 1
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_into_empty_target(backend, kind):
+    backend.set_current_key("u")
+    st = backend.get_state(descriptor(kind))
+    fill(st, kind, "A", "a")
+    fill(st, kind, "B", "b")
+    st.merge_namespaces(("w", 0, 10), ["A", "B"])
+    st.set_current_namespace(("w", 0, 10))
+    assert st.get() == MERGED[kind]("ab")
+    assert backend.num_entries() == 1
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_skips_missing_and_empty_sources(backend, kind):
+    backend.set_current_key("u")
+    st = backend.get_state(descriptor(kind))
+    fill(st, kind, "T", "t")
+    fill(st, kind, "A", "a")
+    st.set_current_namespace("E")
+    if kind == "list":
+        st.add("x")
+        st.update([])
+    st.merge_namespaces("T", ["missing", "E", "A", "missing2"])
+    st.set_current_namespace("T")
+    assert st.get() == MERGED[kind]("ta")
+    assert backend.num_entries() == 1
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_with_no_sources_or_all_missing_leaves_target(backend, kind):
+    backend.set_current_key("u")
+    st = backend.get_state(descriptor(kind))
+    fill(st, kind, "T", "t")
+    st.merge_namespaces("T", [])
+    st.merge_namespaces("T", ["nope"])
+    st.merge_namespaces("empty-target", ["nope"])
+    st.set_current_namespace("T")
+    assert st.get() == MERGED[kind]("t")
+    st.set_current_namespace("empty-target")
+    assert st.get() == ([] if kind == "list" else None)
+    assert backend.num_entries() == 1
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_source_equal_to_target_is_ignored(backend, kind):
+    backend.set_current_key("u")
+    st = backend.get_state(descriptor(kind))
+    fill(st, kind, "T", "t")
+    fill(st, kind, "A", "a")
+    st.merge_namespaces("T", ["T", "A", "T"])
+    st.set_current_namespace("T")
+    assert st.get() == MERGED[kind]("ta")
+    assert backend.num_entries() == 1
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_only_touches_current_key(backend, kind):
+    st = backend.get_state(descriptor(kind))
+    for key in ("k1", "k2"):
+        backend.set_current_key(key)
+        fill(st, kind, "A", key[-1])
+        fill(st, kind, "T", "t")
+    backend.set_current_key("k1")
+    st.merge_namespaces("T", ["A"])
+    backend.set_current_key("k2")
+    st.set_current_namespace("A")
+    assert st.get() == MERGED[kind]("2")
+    st.set_current_namespace("T")
+    assert st.get() == MERGED[kind]("t")
+    backend.set_current_key("k1")
+    assert st.get() == MERGED[kind]("t1")
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_keeps_current_namespace(backend, kind):
+    backend.set_current_key("u")
+    st = backend.get_state(descriptor(kind))
+    fill(st, kind, "A", "a")
+    fill(st, kind, "X", "x")
+    st.merge_namespaces("T", ["A"])
+    assert st.get() == MERGED[kind]("x")
+
+
+def test_merge_reducing_uses_reduce_function(backend):
+    backend.set_current_key("u")
+    st = backend.get_state(ReducingStateDescriptor("max", max))
+    for ns, vals in (("T", [3]), ("A", [9, 1]), ("B", [4])):
+        st.set_current_namespace(ns)
+        for v in vals:
+            st.add(v)
+    st.merge_namespaces("T", ["A", "B"])
+    st.set_current_namespace("T")
+    assert st.get() == 9
+
+
+def test_merge_aggregating_uses_merge_of_accumulators(backend):
+    backend.set_current_key("u")
+    st = backend.get_state(AggregatingStateDescriptor("avg", Average()))
+    for ns, vals in (("T", [1]), ("A", [2, 3]), ("B", [10])):
+        st.set_current_namespace(ns)
+        for v in vals:
+            st.add(v)
+    st.merge_namespaces("T", ["A", "B"])
+    st.set_current_namespace("T")
+    assert st.get() == 4.0
+    st.add(4)
+    assert st.get() == 4.0
+
+
+# ---------------------------------------------------------------------------------------------
+# TTL (manual clock)
+# ---------------------------------------------------------------------------------------------
+
+def ttl_state(backend, kind: str, **kw):
+    d = descriptor(kind, f"ttl-{kind}")
+    d.enable_time_to_live(ttl(**kw))
+    backend.set_current_key("u")
+    return backend.get_state(d)
+
+
+@pytest.mark.parametrize("kind", ["value", "reducing", "aggregating"])
+def test_ttl_expires_at_last_access_plus_ttl(backend, clock, kind):
+    st = ttl_state(backend, kind)
+    write(st, kind, "a")
+    clock.advance(TTL - 1)
+    assert read(st, kind) == "a"
+    clock.advance(1)
+    assert read(st, kind) == EMPTY[kind]
+    assert backend.num_entries() == 0
+
+
+@pytest.mark.parametrize("kind", ["value", "reducing", "aggregating"])
+def test_ttl_on_create_and_write_read_does_not_refresh(backend, clock, kind):
+    st = ttl_state(backend, kind, update_type=ON_WRITE)
+    write(st, kind, "a")
+    clock.advance(60)
+    assert read(st, kind) == "a"
+    clock.advance(40)
+    assert read(st, kind) == EMPTY[kind]
+
+
+@pytest.mark.parametrize("kind", ["value", "reducing", "aggregating"])
+def test_ttl_on_read_and_write_read_refreshes(backend, clock, kind):
+    st = ttl_state(backend, kind, update_type=ON_READ)
+    write(st, kind, "a")
+    clock.advance(60)
+    assert read(st, kind) == "a"
+    clock.advance(60)
+    assert read(st, kind) == "a"
+    clock.advance(TTL)
+    assert read(st, kind) == EMPTY[kind]
+    assert backend.num_entries() == 0
+
+
+@pytest.mark.parametrize("update_type", [ON_WRITE, ON_READ])
+def test_ttl_write_refreshes(backend, clock, update_type):
+    st = ttl_state(backend, "value", update_type=update_type)
+    st.update("a")
+    clock.advance(80)
+    st.update("b")
+    clock.advance(80)
+    assert st.value() == "b"
+
+
+def test_ttl_reducing_add_after_expiry_starts_fresh(backend, clock):
+    st = ttl_state(backend, "reducing")
+    st.add("a")
+    clock.advance(TTL)
+    st.add("b")
+    assert st.get() == "b"
+
+
+def test_ttl_aggregating_add_after_expiry_starts_fresh(backend, clock):
+    st = ttl_state(backend, "aggregating")
+    st.add("a")
+    clock.advance(TTL)
+    st.add("b")
+    assert st.get() == "b"
+
+
+@pytest.mark.parametrize("kind", ["value", "reducing", "aggregating"])
+def test_ttl_return_expired_if_not_cleaned_up(backend, clock, kind):
+    st = ttl_state(backend, kind, visibility=RETURN)
+    write(st, kind, "a")
+    clock.advance(TTL + 5)
+    assert backend.num_entries() == 1
+    assert read(st, kind) == "a"
+    assert backend.num_entries() == 0
+    assert read(st, kind) == EMPTY[kind]
+
+
+def test_ttl_never_return_expired_deletes_on_read(backend, clock):
+    st = ttl_state(backend, "value", visibility=NEVER)
+    st.update("a")
+    clock.advance(TTL)
+    assert backend.num_entries() == 1
+    assert st.value() == "dflt"
+    assert backend.num_entries() == 0
+
+
+def test_ttl_list_expires_per_element(backend, clock):
+    st = ttl_state(backend, "list")
+    st.add("a")
+    clock.advance(50)
+    st.add_all(["b", "c"])
+    clock.advance(50)
+    assert st.get() == ["b", "c"]
+    clock.advance(49)
+    st.add("d")
+    assert st.get() == ["b", "c", "d"]
+    clock.advance(1)
+    assert st.get() == ["d"]
+    clock.advance(TTL)
+    assert st.get() == []
+    assert backend.num_entries() == 0
+
+
+def test_ttl_list_elements_really_deleted_on_read(backend, clock):
+    st = ttl_state(backend, "list", cleanup_in_snapshot=False)
+    st.add("old")
+    clock.advance(60)
+    st.add("new")
+    clock.advance(60)
+    assert st.get() == ["new"]
+    [entry] = backend.snapshot_logical()["states"]["ttl-list"]["entries"]
+    assert [e[0] for e in entry[3]] == ["new"]
+
+
+def test_ttl_list_return_expired_then_gone(backend, clock):
+    st = ttl_state(backend, "list", visibility=RETURN)
+    st.add("a")
+    clock.advance(50)
+    st.add("b")
+    clock.advance(50)
+    assert st.get() == ["a", "b"]
+    assert st.get() == ["b"]
+
+
+def test_ttl_list_read_refresh(backend, clock):
+    st = ttl_state(backend, "list", update_type=ON_READ)
+    st.add("a")
+    clock.advance(60)
+    st.add("b")
+    assert st.get() == ["a", "b"]
+    clock.advance(60)
+    assert st.get() == ["a", "b"]
+    clock.advance(TTL)
+    assert st.get() == []
+
+
+def test_ttl_list_update_stamps_all_elements(backend, clock):
+    st = ttl_state(backend, "list")
+    st.add("a")
+    clock.advance(60)
+    st.update(["x", "y"])
+    clock.advance(60)
+    assert st.get() == ["x", "y"]
+
+
+def test_ttl_map_expires_per_entry(backend, clock):
+    st = ttl_state(backend, "map")
+    st.put("a", 1)
+    clock.advance(50)
+    st.put_all({"b": 2, "c": 3})
+    clock.advance(50)
+    assert st.get("a") is None
+    assert not st.contains("a")
+    assert set(st.keys()) == {"b", "c"}
+    assert sorted(st.values()) == [2, 3]
+    assert dict(st.items()) == {"b": 2, "c": 3}
+    assert not st.is_empty()
+    st.put("b", 20)
+    clock.advance(50)
+    assert dict(st.items()) == {"b": 20}
+    clock.advance(TTL)
+    assert st.is_empty()
+    assert st.items() == []
+    assert backend.num_entries() == 0
+
+
+def test_ttl_map_return_expired_then_gone(backend, clock):
+    st = ttl_state(backend, "map", visibility=RETURN)
+    st.put("a", 1)
+    clock.advance(50)
+    st.put("b", 2)
+    clock.advance(50)
+    assert st.get("a") == 1
+    assert st.get("a") is None
+    assert dict(st.items()) == {"b": 2}
+
+
+def test_ttl_map_read_refreshes_only_the_entry_read(backend, clock):
+    st = ttl_state(backend, "map", update_type=ON_READ)
+    st.put_all({"a": 1, "b": 2})
+    clock.advance(60)
+    assert st.get("a") == 1
+    clock.advance(60)
+    assert st.get("a") == 1
+    assert st.get("b") is None
+    assert dict(st.items()) == {"a": 1}
+
+
+def test_ttl_map_iteration_refreshes_all_entries(backend, clock):
+    st = ttl_state(backend, "map", update_type=ON_READ)
+    st.put_all({"a": 1, "b": 2})
+    clock.advance(60)
+    assert dict(st.items()) == {"a": 1, "b": 2}
+    clock.advance(60)
+    assert dict(st.items()) == {"a": 1, "b": 2}
+
+
+def test_ttl_map_entries_really_deleted(backend, clock):
+    st = ttl_state(backend, "map", cleanup_in_snapshot=False)
+    st.put("old", 1)
+    clock.advance(60)
+    st.put("new", 2)
+    clock.advance(60)
+    assert st.keys() == ["new"]
+    [entry] = backend.snapshot_logical()["states"]["ttl-map"]["entries"]
+    assert set(entry[3]) == {"new"}
+
+
+def fill_keys(backend, st, n: int) -> None:
+    for i in range(n):
+        backend.set_current_key(f"k{i}")
+        st.update(i)
+
+
+def test_ttl_incremental_cleanup_on_flush_checks_n_per_state(backend, clock):
+    d = ValueStateDescriptor("v").enable_time_to_live(ttl(cleanup_incremental=3))
+    st = backend.get_state(d)
+    fill_keys(backend, st, 10)
+    clock.advance(TTL)
+    assert backend.num_entries() == 10
+    counts = []
+    for _ in range(4):
+        backend.flush()
+        counts.append(backend.num_entries())
+    assert counts == [7, 4, 1, 0]
+
+
+def test_ttl_incremental_cleanup_keeps_live_entries(backend, clock):
+    d = ValueStateDescriptor("v").enable_time_to_live(ttl(cleanup_incremental=100))
+    st = backend.get_state(d)
+    fill_keys(backend, st, 5)
+    clock.advance(50)
+    for i in range(5, 10):
+        backend.set_current_key(f"k{i}")
+        st.update(i)
+    clock.advance(50)
+    backend.flush()
+    assert backend.num_entries() == 5
+    for i in range(10):
+        backend.set_current_key(f"k{i}")
+        assert st.value() == (i if i >= 5 else None)
+
+
+def test_ttl_incremental_cleanup_on_read_access(backend, clock):
+    d = ValueStateDescriptor("v").enable_time_to_live(ttl(cleanup_incremental=3))
+    st = backend.get_state(d)
+    fill_keys(backend, st, 10)
+    clock.advance(TTL)
+    backend.set_current_key("k0")
+    assert st.value() is None
+    assert 10 - 4 <= backend.num_entries() <= 10 - 3
+    backend.set_current_key("no-entry")
+    before = backend.num_entries()
+    assert st.value() is None
+    assert backend.num_entries() == before - 3
+
+
+def test_ttl_incremental_cleanup_on_write_access(backend, clock):
+    d = ValueStateDescriptor("v").enable_time_to_live(ttl(cleanup_incremental=3))
+    st = backend.get_state(d)
+    fill_keys(backend, st, 10)
+    clock.advance(TTL)
+    backend.set_current_key("fresh")
+    st.update("x")
+    assert backend.num_entries() == 10 + 1 - 3
+    assert st.value() == "x"
+
+
+def test_ttl_incremental_cleanup_on_list_and_map_access(backend, clock):
+    lst = backend.get_state(ListStateDescriptor("l").enable_time_to_live(ttl(cleanup_incremental=2)))
+    m = backend.get_state(MapStateDescriptor("m").enable_time_to_live(ttl(cleanup_incremental=2)))
+    for i in range(6):
+        backend.set_current_key(f"k{i}")
+        lst.add(i)
+        m.put(i, i)
+    clock.advance(TTL)
+    backend.set_current_key("fresh")
+    lst.add("x")
+    m.put("x", 1)
+    assert backend.state_entry_counts() == {"l": 5, "m": 5}
+    assert lst.get() == ["x"] and m.keys() == ["x"]
+    assert backend.state_entry_counts() == {"l": 3, "m": 3}
+
+
+def test_ttl_incremental_cleanup_list_and_map_elements(backend, clock):
+    lst = backend.get_state(ListStateDescriptor("l").enable_time_to_live(ttl(cleanup_incremental=1000)))
+    m = backend.get_state(MapStateDescriptor("m").enable_time_to_live(ttl(cleanup_incremental=1000)))
+    for i in range(5):
+        backend.set_current_key(f"k{i}")
+        lst.add("old")
+        m.put("old", 1)
+    clock.advance(60)
+    backend.set_current_key("k0")
+    lst.add("new")
+    m.put("new", 2)
+    clock.advance(60)
+    backend.flush()
+    assert backend.state_entry_counts() == {"l": 1, "m": 1}
+    snap = backend.snapshot_logical()
+    [lcell] = [e[3] for e in snap["states"]["l"]["entries"]]
+    [mcell] = [e[3] for e in snap["states"]["m"]["entries"]]
+    assert [e[0] for e in lcell] == ["new"]
+    assert set(mcell) == {"new"}
+
+
+def test_ttl_without_incremental_cleanup_keeps_unread_entries(backend, clock):
+    st = backend.get_state(ValueStateDescriptor("v").enable_time_to_live(ttl()))
+    fill_keys(backend, st, 4)
+    clock.advance(TTL * 2)
+    backend.flush()
+    assert backend.num_entries() == 4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ttl_cleanup_in_snapshot_drops_expired(backend, clock, kind):
+    st = ttl_state(backend, kind, cleanup_in_snapshot=True)
+    write(st, kind, "old")
+    backend.set_current_key("u2")
+    clock.advance(60)
+    write(st, kind, "new")
+    clock.advance(60)
+    entries = backend.snapshot_logical()["states"][f"ttl-{kind}"]["entries"]
+    assert [e[1] for e in entries] == ["u2"]
+
+
+def test_ttl_cleanup_in_snapshot_after_incremental_progress(backend, clock):
+    st = backend.get_state(ValueStateDescriptor("v").enable_time_to_live(ttl(cleanup_incremental=2)))
+    fill_keys(backend, st, 5)
+    backend.flush()
+    for i in range(5, 10):
+        backend.set_current_key(f"k{i}")
+        st.update(i)
+    clock.advance(TTL)
+    assert backend.snapshot_logical()["states"]["v"]["entries"] == []
+    assert backend.num_entries() == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ttl_snapshot_keeps_expired_without_cleanup_in_snapshot(make_backend, clock, kind):
+    src = make_backend()
+    st = ttl_state(src, kind, cleanup_in_snapshot=False)
+    write(st, kind, "old")
+    clock.advance(TTL)
+    snap = src.snapshot_logical()
+    assert [e[1] for e in snap["states"][f"ttl-{kind}"]["entries"]] == ["u"]
+    dst = make_backend()
+    dst.restore_logical(snap)
+    restored = ttl_state(dst, kind, cleanup_in_snapshot=False)
+    assert read(restored, kind) == EMPTY[kind]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ttl_timestamps_survive_restore(make_backend, clock, kind):
+    src = make_backend()
+    st = ttl_state(src, kind)
+    write(st, kind, "a")
+    clock.advance(60)
+    dst = make_backend()
+    dst.restore_logical(src.snapshot_logical())
+    restored = ttl_state(dst, kind)
+    assert read(restored, kind) == read_one(kind, "a")
+    clock.advance(40)
+    assert read(restored, kind) == EMPTY[kind]
+
+
+def test_ttl_config_validation():
+    with pytest.raises(ValueError):
+        StateTtlConfig(0)
+    with pytest.raises(ValueError):
+        StateTtlConfig(10, cleanup_incremental=-1)
+    with pytest.raises(TypeError):
+        ValueStateDescriptor("v").enable_time_to_live(10)
+
+
+def test_ttl_default_clock_is_wall_clock(backend_name, tmp_path):
+    b = create_backend(StateConfig(backend=backend_name, local_dir=str(tmp_path)))
+    try:
+        b.set_current_key("u")
+        st = b.get_state(ValueStateDescriptor("v").enable_time_to_live(StateTtlConfig(60_000)))
+        st.update(1)
+        assert st.value() == 1
+    finally:
+        b.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Key groups
+# ---------------------------------------------------------------------------------------------
+
+STABLE_KEYS = ["user-1", 42, -7, ("a", 1), b"\x00raw", 3.25, ("nested", ("t", 2), [1, 2])]
+
+
+def test_key_group_for_is_stable_across_processes():
+    code = ("import json, sys; from statekit import key_group_for\n"
+            "keys = [\"user-1\", 42, -7, (\"a\", 1), b\"\\x00raw\", 3.25, (\"nested\", (\"t\", 2), [1, 2])]\n"
+            "print(json.dumps([[key_group_for(k, m) for k in keys] for m in (128, 4096, 7)]))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [[key_group_for(k, m) for k in STABLE_KEYS] for m in (128, 4096, 7)]
+
+
+def test_key_group_hashes_serialized_key_bytes():
+    for m in (128, 1000, 32768):
+        for key in ("user-1", 42, b"raw"):
+            assert key_group_for(key, m) == stable_hash(msgpack.packb(key, use_bin_type=True)) % m
+
+
+def test_key_group_for_in_range_and_spread():
+    groups = [key_group_for(f"user-{i}", 128) for i in range(5000)]
+    assert min(groups) >= 0 and max(groups) < 128
+    counts = [groups.count(g) for g in range(128)]
+    assert min(counts) > 0
+    assert max(counts) < 3 * 5000 / 128
+
+
+def test_key_groups_for_partition_matches_flink_formula():
+    assert [key_groups_for_partition(p, 3, 128) for p in range(3)] == [range(0, 43), range(43, 86), range(86, 128)]
+    assert [key_groups_for_partition(p, 2, 128) for p in range(2)] == [range(0, 64), range(64, 128)]
+    assert key_groups_for_partition(0, 1, 128) == range(0, 128)
+    assert [key_groups_for_partition(p, 4, 10) for p in range(4)] == [range(0, 3), range(3, 5), range(5, 8), range(8, 10)]
+
+
+@pytest.mark.parametrize("max_parallelism", [1, 7, 128, 1000, 32768])
+def test_key_groups_for_partition_cover_without_overlap(max_parallelism):
+    for parallelism in sorted(p for p in {1, 2, 3, 5, 16, max_parallelism // 3 or 1, max_parallelism}
+                              if p <= max_parallelism):
+        ranges = [key_groups_for_partition(p, parallelism, max_parallelism) for p in range(parallelism)]
+        flat = [g for r in ranges for g in r]
+        assert flat == list(range(max_parallelism))
+        assert all(len(r) >= 1 for r in ranges)
+        assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
+        for p, r in enumerate(ranges):
+            assert all(partition_for_key_group(g, parallelism, max_parallelism) == p for g in r)
+
+
+def test_key_groups_for_partition_rejects_bad_arguments():
+    for args in [(3, 3, 128), (-1, 3, 128), (0, 0, 128), (0, 129, 128), (0, 1, 0)]:
+        with pytest.raises(ValueError):
+            key_groups_for_partition(*args)
+
+
+def test_backend_rejects_keys_outside_its_key_groups(make_backend):
+    mine = key_groups_for_partition(0, 2, 128)
+    theirs = key_groups_for_partition(1, 2, 128)
+    b = make_backend(key_groups=mine)
+    inside = key_in_group_range(mine)
+    outside = key_in_group_range(theirs)
+    b.set_current_key(inside)
+    assert b.current_key_group == key_group_for(inside, 128)
+    v = b.get_state(ValueStateDescriptor("v"))
+    v.update(1)
+    with pytest.raises(KeyGroupError, match=str(key_group_for(outside, 128))):
+        b.set_current_key(outside)
+    with pytest.raises(KeyGroupError):
+        b.set_current_key(outside)
+    assert b.get_current_key() == inside
+    assert v.value() == 1
+
+
+def test_backend_key_groups_must_be_valid(make_backend):
+    for bad in (range(0, 200), range(5, 5), [1, 2, 5]):
+        with pytest.raises(KeyGroupError):
+            make_backend(key_groups=bad)
+    b = make_backend(key_groups=[3, 4, 5])
+    assert b.key_groups == range(3, 6)
+
+
+def test_backend_uses_its_max_parallelism(make_backend):
+    b = make_backend(max_parallelism=16, key_groups=key_groups_for_partition(1, 4, 16))
+    key = key_in_group_range(range(4, 8), 16)
+    b.set_current_key(key)
+    assert b.current_key_group == key_group_for(key, 16)
+
+
+@pytest.mark.parametrize("bad", [None, float("nan"), [1, 2], {"a": 1}, {1, 2}, object(), ("ok", object())],
+                         ids=["None", "nan", "list", "dict", "set", "object", "tuple-with-object"])
+def test_invalid_keys_are_rejected(backend, bad):
+    with pytest.raises(InvalidKeyError):
+        backend.set_current_key(bad)
+    with pytest.raises(NoCurrentKeyError):
+        backend.get_current_key()
+
+
+# ---------------------------------------------------------------------------------------------
+# Serialization: errors at write time, type round trips
+# ---------------------------------------------------------------------------------------------
+
+class Opaque:
+    pass
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unserializable_value_fails_at_write_naming_state_and_type(backend, kind):
+    backend.set_current_key("u")
+    d = {"value": ValueStateDescriptor("my-value"), "list": ListStateDescriptor("my-list"),
+         "map": MapStateDescriptor("my-map"), "reducing": ReducingStateDescriptor("my-reducing", lambda a, b: b),
+         "aggregating": AggregatingStateDescriptor("my-aggregating", Concat())}[kind]
+    st = backend.get_state(d)
+    bad = Opaque()
+    with pytest.raises(SerializationError) as err:
+        if kind == "value":
+            st.update(bad)
+        elif kind == "map":
+            st.put("k", bad)
+        else:
+            st.add(bad)
+    assert d.name in str(err.value)
+    assert "Opaque" in str(err.value)
+    assert backend.num_entries() == 0
+
+
+def test_serialization_errors_leave_state_unchanged(backend):
+    backend.set_current_key("u")
+    v = backend.get_state(ValueStateDescriptor("v"))
+    lst = backend.get_state(ListStateDescriptor("l"))
+    v.update(1)
+    lst.add(1)
+    for attempt in (lambda: v.update({1, 2}), lambda: lst.add_all([2, Opaque()]), lambda: lst.update([Opaque()]),
+                    lambda: v.update(2 ** 64), lambda: lst.add([1, Opaque()])):
+        with pytest.raises(SerializationError):
+            attempt()
+    assert v.value() == 1
+    assert lst.get() == [1]
+
+
+def test_unserializable_map_key_is_rejected(backend):
+    backend.set_current_key("u")
+    m = backend.get_state(MapStateDescriptor("my-map"))
+    for bad in (Opaque(), [1]):
+        with pytest.raises(SerializationError, match="my-map"):
+            m.put(bad, 1)
+    assert m.is_empty()
+
+
+def test_unserializable_aggregate_accumulator_is_rejected(backend):
+    class Bad(Concat):
+        def add(self, value, accumulator):
+            return Opaque()
+
+    backend.set_current_key("u")
+    st = backend.get_state(AggregatingStateDescriptor("bad-agg", Bad()))
+    with pytest.raises(SerializationError, match="bad-agg"):
+        st.add("x")
+    assert st.get() is None
+
+
+VALUES = [0, -1, 2 ** 63 - 1, -(2 ** 63), 2 ** 64 - 1, 1.5, float("inf"), -0.0, "", "ünï©ødé", b"", b"\x00\xff",
+          True, False, ("a", 1), (), ((1, 2), (3, (4,))), [1, [2, [3]]], [("t", 1)], {"a": 1, "b": [1, 2]},
+          {1: "int-key", (1, 2): "tuple-key"}, {"nested": {"x": (1, b"y")}}, [None, 1.0, "s"]]
+
+
+def same(a, b) -> bool:
+    """Equal with identical types all the way down (1 != 1.0 != True; tuple != list)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return len(a) == len(b) and all(any(same(k, j) and same(v, b[j]) for j in b) for k, v in a.items())
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return a == b and (not isinstance(a, float) or math.copysign(1, a) == math.copysign(1, b))
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_values_round_trip_with_types(make_backend, value):
+    src = make_backend()
+    src.set_current_key("u")
+    v = src.get_state(ValueStateDescriptor("v"))
+    lst = src.get_state(ListStateDescriptor("l"))
+    m = src.get_state(MapStateDescriptor("m"))
+    v.update(value)
+    lst.add_all([value, value])
+    m.put("k", value)
+    assert same(v.value(), value)
+    assert all(same(x, value) for x in lst.get()) and len(lst.get()) == 2
+    assert same(m.get("k"), value)
+    dst = make_backend()
+    dst.restore_logical(msgpack_round_trip(src.snapshot_logical()))
+    dst.set_current_key("u")
+    assert same(dst.get_state(ValueStateDescriptor("v")).value(), value)
+    assert all(same(x, value) for x in dst.get_state(ListStateDescriptor("l")).get())
+    assert same(dst.get_state(MapStateDescriptor("m")).get("k"), value)
+
+
+def test_nan_value_round_trips(backend):
+    backend.set_current_key("u")
+    v = backend.get_state(ValueStateDescriptor("v"))
+    v.update(float("nan"))
+    assert math.isnan(v.value())
+
+
+def test_value_reads_are_not_aliased_to_storage(backend):
+    backend.set_current_key("u")
+    v = backend.get_state(ValueStateDescriptor("v"))
+    v.update([1, 2])
+    got = v.value()
+    got.append(3)
+    v.update(got)
+    assert v.value() == [1, 2, 3]
+
+
+KEYS = ["str", "", 0, -5, 2 ** 63 - 1, 1.25, b"bytes", ("tuple", 1), ("deep", ("er", (1,))), (), "ünï"]
+
+
+def test_keys_and_namespaces_round_trip_with_types(make_backend):
+    src = make_backend()
+    st = src.get_state(ValueStateDescriptor("v"))
+    namespaces = [None, ("w", 0, 30000), "ns", 7, b"n"]
+    for i, key in enumerate(KEYS):
+        src.set_current_key(key)
+        for j, ns in enumerate(namespaces):
+            st.set_current_namespace(ns)
+            st.update((i, j))
+    snap = msgpack_round_trip(src.snapshot_logical())
+    stored = {(e[1], e[2]) for e in snap["states"]["v"]["entries"]}
+    assert len(stored) == len(KEYS) * len(namespaces)
+    for key, ns in stored:
+        assert any(same(key, k) for k in KEYS) and any(same(ns, n) for n in namespaces)
+        hash((key, ns))
+    dst = make_backend()
+    dst.restore_logical(snap)
+    rst = dst.get_state(ValueStateDescriptor("v"))
+    for i, key in enumerate(KEYS):
+        dst.set_current_key(key)
+        for j, ns in enumerate(namespaces):
+            rst.set_current_namespace(ns)
+            assert same(rst.value(), (i, j))
+
+
+def test_equal_tuple_keys_address_the_same_state(backend):
+    st = backend.get_state(ValueStateDescriptor("v"))
+    backend.set_current_key(("a", 1))
+    st.update("x")
+    backend.set_current_key(tuple(["a", 1]))
+    assert st.value() == "x"
+    backend.set_current_key(("a", 2))
+    assert st.value() is None
+
+
+def test_custom_serializer_is_used(make_backend):
+    class Json:
+        calls = 0
+
+        def dumps(self, value):
+            Json.calls += 1
+            return json.dumps(value).encode()
+
+        def loads(self, data):
+            return json.loads(data)
+
+    src = make_backend()
+    src.set_current_key("u")
+    st = src.get_state(ValueStateDescriptor("v", serializer=Json()))
+    st.update({"a": [1, 2]})
+    assert st.value() == {"a": [1, 2]}
+    with pytest.raises(SerializationError, match="'v'.*bytes|bytes.*'v'"):
+        st.update(b"not json")
+    assert Json.calls >= 1
+    dst = make_backend()
+    dst.restore_logical(src.snapshot_logical())
+    dst.set_current_key("u")
+    assert dst.get_state(ValueStateDescriptor("v", serializer=Json())).value() == {"a": [1, 2]}
+
+
+def msgpack_round_trip(snapshot: dict) -> dict:
+    """A snapshot through bytes, as a checkpoint store would keep it."""
+    from statekit import KEY_SERIALIZER
+
+    return KEY_SERIALIZER.loads(KEY_SERIALIZER.dumps(snapshot))
+
+
+# ---------------------------------------------------------------------------------------------
+# Logical snapshots
+# ---------------------------------------------------------------------------------------------
+
+def populate(backend, keys) -> None:
+    """Two namespaces of every kind for each key; content derived from the key."""
+    states = {k: backend.get_state(descriptor(k)) for k in KINDS}
+    for key in keys:
+        backend.set_current_key(key)
+        for kind, st in states.items():
+            for ns in (None, ("w", 1)):
+                st.set_current_namespace(ns)
+                write(st, kind, f"{key}-{ns is None}")
+                write(st, kind, "z") if kind != "value" else None
+
+
+def expected_content(kind: str, key, ns):
+    token = f"{key}-{ns is None}"
+    return {"value": token, "list": [token, "z"], "map": {token: token.upper(), "z": "Z"},
+            "reducing": token + "z", "aggregating": token + "z"}[kind]
+
+
+def check_content(backend, keys, present: bool = True) -> None:
+    for kind in KINDS:
+        st = backend.get_state(descriptor(kind))
+        for key in keys:
+            backend.set_current_key(key)
+            for ns in (None, ("w", 1)):
+                st.set_current_namespace(ns)
+                assert read(st, kind) == (expected_content(kind, key, ns) if present else EMPTY[kind])
+
+
+@pytest.mark.parametrize("register_first", [True, False], ids=["registered-before-restore", "pending"])
+def test_snapshot_round_trip_every_kind(make_backend, register_first):
+    keys = ["a", "b", ("t", 3), 99]
+    src = make_backend()
+    populate(src, keys)
+    snap = msgpack_round_trip(src.snapshot_logical())
+    assert snap["max_parallelism"] == 128
+    assert set(snap["states"]) == set(KINDS)
+    assert {s["kind"] for s in snap["states"].values()} == set(KINDS)
+    dst = make_backend()
+    if register_first:
+        for kind in KINDS:
+            dst.get_state(descriptor(kind))
+    dst.restore_logical(snap)
+    assert dst.num_entries() == len(keys) * 2 * len(KINDS)
+    check_content(dst, keys)
+    assert dst.state_entry_counts() == src.state_entry_counts()
+    check_content(src, keys)
+
+
+def test_snapshot_is_a_copy(make_backend):
+    src = make_backend()
+    populate(src, ["a"])
+    snap = src.snapshot_logical()
+    src.set_current_key("a")
+    src.get_state(descriptor("list")).add("later")
+    src.get_state(descriptor("map")).put("later", 1)
+    dst = make_backend()
+    dst.restore_logical(snap)
+    check_content(dst, ["a"])
+
+
+def test_snapshot_rescale_into_other_key_group_ranges(make_backend):
+    keys = [f"user-{i}" for i in range(120)] + [("t", i) for i in range(40)]
+    src = make_backend()
+    populate(src, keys)
+    snap = src.snapshot_logical()
+    parts = [make_backend(key_groups=key_groups_for_partition(p, 3, 128)) for p in range(3)]
+    for part in parts:
+        part.restore_logical(snap)
+    total = 0
+    for p, part in enumerate(parts):
+        mine = [k for k in keys if key_group_for(k, 128) in part.key_groups]
+        assert mine, "each partition should receive some keys"
+        total += len(mine)
+        check_content(part, mine)
+        assert part.num_entries() == len(mine) * 2 * len(KINDS)
+    assert total == len(keys)
+    merged = make_backend()
+    merged.restore_logical([p.snapshot_logical() for p in parts])
+    check_content(merged, keys)
+
+
+def test_restore_rejects_non_empty_backend_and_other_max_parallelism(make_backend):
+    src = make_backend()
+    populate(src, ["a"])
+    snap = src.snapshot_logical()
+    with pytest.raises(StateError):
+        src.restore_logical(snap)
+    other = make_backend(max_parallelism=64)
+    with pytest.raises(StateError, match="max_parallelism"):
+        other.restore_logical(snap)
+
+
+def test_restore_rejects_kind_mismatch_on_registration(make_backend):
+    src = make_backend()
+    populate(src, ["a"])
+    dst = make_backend()
+    dst.restore_logical(src.snapshot_logical())
+    with pytest.raises(StateDescriptorError, match="value"):
+        dst.get_state(ListStateDescriptor("value"))
+
+
+def test_restore_rejects_ttl_mismatch(make_backend):
+    src = make_backend()
+    src.set_current_key("a")
+    src.get_state(ValueStateDescriptor("v")).update(1)
+    dst = make_backend()
+    dst.restore_logical(src.snapshot_logical())
+    with pytest.raises(StateDescriptorError, match="TTL"):
+        dst.get_state(ValueStateDescriptor("v").enable_time_to_live(ttl()))
+
+
+def test_empty_snapshot_round_trip(make_backend):
+    dst = make_backend()
+    dst.restore_logical(make_backend().snapshot_logical())
+    assert dst.num_entries() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle and counters
+# ---------------------------------------------------------------------------------------------
+
+def test_entry_counts_per_state(backend):
+    populate(backend, ["a", "b", "c"])
+    assert backend.state_entry_counts() == {k: 6 for k in KINDS}
+    assert backend.num_entries() == 30
+    backend.set_current_key("a")
+    for kind in KINDS:
+        backend.get_state(descriptor(kind)).clear()
+    assert backend.state_entry_counts() == {k: 5 for k in KINDS}
+
+
+def test_closed_backend_refuses_new_states(make_backend):
+    b = make_backend()
+    b.get_state(ValueStateDescriptor("v"))
+    b.close()
+    with pytest.raises(StateError):
+        b.get_state(ValueStateDescriptor("w"))
+
+
+# ---------------------------------------------------------------------------------------------
+# StateConfig
+# ---------------------------------------------------------------------------------------------
+
+def test_config_from_kwargs_and_defaults():
+    cfg = StateConfig()
+    assert (cfg.backend, cfg.max_parallelism, cfg.local_dir) == ("heap", 128, None)
+    cfg = StateConfig(backend="heap", max_parallelism=64, local_dir="/tmp/x", options={"heap.validate_writes": False})
+    assert cfg.max_parallelism == 64 and cfg.local_dir == "/tmp/x"
+    assert cfg.get("heap.validate_writes") is False
+
+
+def test_config_from_dict_parses_strings():
+    cfg = StateConfig.from_dict({"backend": "heap", "max_parallelism": "32", "heap.validate_writes": "false"})
+    assert cfg.max_parallelism == 32
+    assert cfg.get("heap.validate_writes") is False
+    nested = StateConfig.from_dict({"options": {"heap.validate_writes": "yes"}})
+    assert nested.get("heap.validate_writes") is True
+    assert StateConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_config_from_env():
+    env = {"STATEKIT_BACKEND": "heap", "STATEKIT_MAX_PARALLELISM": "256", "STATEKIT_LOCAL_DIR": "/data",
+           "STATEKIT_HEAP_VALIDATE_WRITES": "0", "PATH": "/bin", "OTHER_BACKEND": "nope"}
+    cfg = StateConfig.from_env(env)
+    assert (cfg.backend, cfg.max_parallelism, cfg.local_dir) == ("heap", 256, "/data")
+    assert cfg.get("heap.validate_writes") is False
+    with pytest.raises(ConfigError, match="STATEKIT_NONSENSE"):
+        StateConfig.from_env({"STATEKIT_NONSENSE": "1"})
+
+
+def test_config_from_env_reads_os_environ(monkeypatch):
+    monkeypatch.setenv("STATEKIT_MAX_PARALLELISM", "48")
+    assert StateConfig.from_env().max_parallelism == 48
+
+
+SPARK_CONF = {"spark.statekit.backend": "heap", "spark.statekit.max_parallelism": "512",
+              "spark.statekit.heap.validate_writes": "false", "spark.app.name": "x", "spark.executor.memory": "1g"}
+
+
+def test_config_from_spark_conf_dict():
+    cfg = StateConfig.from_spark_conf(SPARK_CONF)
+    assert (cfg.backend, cfg.max_parallelism) == ("heap", 512)
+    assert cfg.get("heap.validate_writes") is False
+    assert StateConfig.from_spark_conf(list(SPARK_CONF.items())) == cfg
+
+
+def test_config_from_spark_conf_object():
+    from pyspark import SparkConf
+
+    conf = SparkConf(loadDefaults=False)
+    for k, v in SPARK_CONF.items():
+        conf.set(k, v)
+    cfg = StateConfig.from_spark_conf(conf)
+    assert (cfg.backend, cfg.max_parallelism) == ("heap", 512)
+    assert cfg.get("heap.validate_writes") is False
+
+
+def test_config_unknown_backend_lists_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        StateConfig(backend="leveldb")
+    assert "leveldb" in str(err.value)
+    for name in available_backends():
+        assert name in str(err.value)
+    with pytest.raises(ConfigError, match="heap"):
+        StateConfig.from_spark_conf({"spark.statekit.backend": "nope"})
+
+
+def test_config_unknown_option_lists_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        StateConfig(options={"heap.validate_wirtes": True})
+    assert "heap.validate_wirtes" in str(err.value) and "heap.validate_writes" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        StateConfig.from_dict({"nosuchbackend.x": 1})
+    for name in available_backends():
+        assert name in str(err.value)
+    with pytest.raises(ConfigError):
+        StateConfig.from_spark_conf({"spark.statekit.heap.bogus": "1"})
+
+
+def test_config_bad_values():
+    with pytest.raises(ConfigError, match="validate_writes"):
+        StateConfig(options={"heap.validate_writes": "maybe"})
+    for mp in (0, -1, 1 << 16, "many"):
+        with pytest.raises(ConfigError):
+            StateConfig(max_parallelism=mp)
+
+
+def test_config_with_options():
+    cfg = StateConfig(max_parallelism=64).with_options(max_parallelism=32, options={"heap.validate_writes": "off"})
+    assert cfg.max_parallelism == 32 and cfg.get("heap.validate_writes") is False
+
+
+def test_every_backend_declares_parseable_options(backend_name):
+    specs = backend_class(backend_name).OPTIONS
+    assert all(s.name.startswith(f"{backend_name}.") for s in specs)
+    cfg = StateConfig(backend=backend_name, options={s.name: s.default for s in specs})
+    for s in specs:
+        assert cfg.get(s.name) == s.default
+    env = {f"STATEKIT_{s.name.replace('.', '_').upper()}": str(s.default) for s in specs if s.default is not None}
+    env["STATEKIT_BACKEND"] = backend_name
+    from_env = StateConfig.from_env(env)
+    assert from_env.backend == backend_name
+    for s in specs:
+        assert from_env.get(s.name) == s.default
+
+
+@pytest.mark.parametrize("text,expected", [("100", 100), (100, 100), ("64m", 64 << 20), ("64MB", 64 << 20),
+                                           ("1g", 1 << 30), ("512KiB", 512 << 10), (" 2 t ", 2 << 40), ("0", 0)])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "1.5g", "12x", "-1", "g", True, None])
+def test_parse_size_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_size(bad)
+
+
+def test_heap_without_write_validation_defers_errors_to_snapshot(tmp_path):
+    b = create_backend(StateConfig(backend="heap", options={"heap.validate_writes": False}))
+    b.set_current_key("u")
+    b.get_state(ValueStateDescriptor("v")).update(Opaque())
+    with pytest.raises(SerializationError):
+        msgpack_round_trip(b.snapshot_logical())
+    b.close()
