@@ -223,12 +223,32 @@ def measure(side: str, op: str, keys: list, tmp: str) -> float:
             b.close()
 
 
-def best_of(repeats: int, side: str, op: str, keys: list, tmp: str) -> float:
-    return max(measure(side, op, keys, tmp) for _ in range(repeats))
+class Sides:
+    """Best ops/s per side (raw dict and each backend); repeats alternate between the sides so
+    that load from other processes hits all of them alike. A failing backend is recorded, not fatal."""
+
+    def __init__(self, sides: list[str], repeats: int, tmp: str) -> None:
+        self.sides, self.repeats, self.tmp = sides, repeats, tmp
+        self.errors: dict[str, str] = {}
+
+    def best(self, op: str, keys: list) -> dict[str, float | None]:
+        best: dict[str, float | None] = dict.fromkeys(self.sides)
+        for _ in range(self.repeats):
+            for side in self.sides:
+                if side in self.errors:
+                    continue
+                try:
+                    ops = measure(side, op, keys, self.tmp)
+                except Exception as e:  # a broken backend is reported, the others still measured
+                    self.errors[side] = f"{type(e).__name__}: {e}"
+                    best[side] = None
+                    continue
+                best[side] = max(ops, best[side] or 0.0)
+        return best
 
 
 def run(quick: bool = False) -> BenchReport:
-    n_ops, n_keys, repeats = (20_000, 2_000, 2) if quick else (200_000, 20_000, 3)
+    n_ops, n_keys, repeats = (20_000, 2_000, 3) if quick else (200_000, 20_000, 5)
     scaling_keys = [100, 1_000, 10_000] if quick else [100, 1_000, 10_000, 100_000]
     rng = random.Random(42)
     key_pool = [f"user-{i}" for i in range(n_keys)]
@@ -236,37 +256,23 @@ def run(quick: bool = False) -> BenchReport:
     backends = available_backends()
     rep = BenchReport("ops", params={"ops_per_measurement": n_ops, "distinct_keys": n_keys, "best_of": repeats,
                                      "backends": backends, "key": "str 'user-N'", "scaling_keys": scaling_keys})
-    sides = ["raw", *backends]
-    results: dict[tuple[str, str], float | None] = {}
-    errors: dict[str, str] = {}
+    lines: dict[str, list[tuple[float, float]]] = {"raw dict": [], **{b: [] for b in backends}}
     with tempfile.TemporaryDirectory(prefix="statekit-bench-ops-") as tmp:
-        jobs = [(op, side) for op in OPERATIONS for side in sides]
-        for op, side in progress(jobs, total=len(jobs), desc="ops"):
-            if side in errors:
-                results[(op, side)] = None
-                continue
-            try:
-                results[(op, side)] = best_of(repeats, side, op, keys, tmp)
-            except Exception as e:  # a broken backend is reported, the others still measured
-                errors[side] = f"{type(e).__name__}: {e}"
-                results[(op, side)] = None
-        lines: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
-        op = "value get+update (set_current_key per op)"
-        scaling = [(nk, side) for nk in scaling_keys for side in sides if side not in errors]
-        for nk, side in progress(scaling, total=len(scaling), desc="ops scaling"):
+        sides = Sides(["raw", *backends], repeats, tmp)
+        for op in progress(OPERATIONS, total=len(OPERATIONS), desc="ops"):
+            best = sides.best(op, keys)
+            others = "; ".join(f"{b}: {best[b]:,.0f} ops/s" for b in backends
+                               if b not in REPORTED and best[b] is not None)
+            rep.add(op, unit="ops/s", baseline=best["raw"], baseline_name="raw dict", notes=others,
+                    **{b: best[b] for b in backends if b in REPORTED})
+        for nk in progress(scaling_keys, total=len(scaling_keys), desc="ops scaling"):
             pool = key_pool[:nk] if nk <= n_keys else [f"user-{i}" for i in range(nk)]
-            seq = [rng.choice(pool) for _ in range(n_ops)]
-            lines[side].append((nk, best_of(repeats, side, op, seq, tmp)))
-    for op in OPERATIONS:
-        others = [f"{s}: {results[(op, s)]:,.0f} ops/s" for s in backends
-                  if s not in REPORTED and results[(op, s)] is not None]
-        note = "; ".join(others)
-        rep.add(op, unit="ops/s", baseline=results[(op, "raw")], baseline_name="raw dict", notes=note,
-                **{s: results[(op, s)] for s in backends if s in REPORTED})
-    if errors:
-        rep.params["errors"] = errors
+            best = sides.best("value get+update (set_current_key per op)", [rng.choice(pool) for _ in range(n_ops)])
+            for side, ops in best.items():
+                if ops is not None:
+                    lines["raw dict" if side == "raw" else side].append((nk, ops))
+    if sides.errors:
+        rep.params["errors"] = sides.errors
     rep.series("value get+update (set_current_key per op) vs distinct keys", x_label="distinct keys",
-               y_label="ops/s", lines={("raw dict" if s == "raw" else s): pts for s, pts in lines.items()},
-               log_x=True, log_y=True)
+               y_label="ops/s", lines=lines, log_x=True, log_y=True)
     return rep
-

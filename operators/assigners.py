@@ -35,6 +35,9 @@ class WindowAssigner(ABC):
 class MergingWindowAssigner(WindowAssigner):
     """An assigner whose windows merge (sessions)."""
 
+    merges_intersecting_time_windows: bool = False
+    """True when ``merge_windows`` is ``TimeWindow.merge_windows`` (enables a direct merge in MergingWindowSet)."""
+
     @abstractmethod
     def merge_windows(self, windows: list, callback: Callable[[list, Any], None]) -> None:
         """Call ``callback(to_be_merged, merge_result)`` for every group of windows to merge."""
@@ -142,6 +145,8 @@ class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
 
 class _SessionWindows(MergingWindowAssigner):
     """Session windows: each element opens [t, t + gap); intersecting (or touching) windows merge."""
+
+    merges_intersecting_time_windows = True
 
     def merge_windows(self, windows, callback):
         TimeWindow.merge_windows(windows, callback)

@@ -17,14 +17,30 @@ class TimerBuffer:
     register/delete sequence (the last operation per timer) is all that reaches the timer service.
     Outside ``buffering`` (timer callbacks) operations go straight through, as timers registered
     there may fire in the same watermark advance.
+
+    ``known``, when set, holds every namespace that may have had timers before buffering began
+    (the in-flight windows as loaded, with a trigger whose timers follow its windows): deleting
+    a timer of any other namespace only cancels a buffered registration.
+
+    ``firing`` is the (event?, namespace, timestamp) of the timer being handled: it has left the
+    queue already, so deleting it is skipped.
     """
 
-    __slots__ = ("_svc", "_pending", "buffering")
+    __slots__ = ("_svc", "_pending", "buffering", "known", "firing")
 
     def __init__(self, service: InternalTimerService) -> None:
         self._svc = service
         self._pending: dict[tuple[bool, Any, int], bool] = {}
         self.buffering = False
+        self.known: Any = None
+        self.firing: tuple | None = None
+
+    def _delete(self, key: tuple[bool, Any, int]) -> None:
+        known = self.known
+        if known is not None and key[1] not in known:
+            self._pending.pop(key, None)
+        else:
+            self._pending[key] = False
 
     def register_event(self, namespace: Any, ts: int) -> None:
         if self.buffering:
@@ -34,8 +50,8 @@ class TimerBuffer:
 
     def delete_event(self, namespace: Any, ts: int) -> None:
         if self.buffering:
-            self._pending[(True, namespace, ts)] = False
-        else:
+            self._delete((True, namespace, ts))
+        elif self.firing != (True, namespace, ts):
             self._svc.delete_event_time_timer(namespace, ts)
 
     def register_processing(self, namespace: Any, ts: int) -> None:
@@ -46,8 +62,8 @@ class TimerBuffer:
 
     def delete_processing(self, namespace: Any, ts: int) -> None:
         if self.buffering:
-            self._pending[(False, namespace, ts)] = False
-        else:
+            self._delete((False, namespace, ts))
+        elif self.firing != (False, namespace, ts):
             self._svc.delete_processing_time_timer(namespace, ts)
 
     def flush(self) -> None:

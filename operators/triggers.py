@@ -82,6 +82,10 @@ class Trigger(ABC):
     TriggerContext = TriggerContext
     OnMergeContext = OnMergeContext
 
+    timers_follow_window: bool = False
+    """True when every timer the trigger registers is for a window in flight and ``clear`` deletes it
+    (lets the operator drop buffered timer operations of windows born and merged within one batch)."""
+
     @abstractmethod
     def on_element(self, element: Any, timestamp: int | None, window: Any, ctx: TriggerContext) -> TriggerResult: ...
 
@@ -105,6 +109,8 @@ class Trigger(ABC):
 
 class EventTimeTrigger(Trigger):
     """Fires once the watermark passes the window's end (immediately for late-but-allowed elements)."""
+
+    timers_follow_window = True
 
     def on_element(self, element, timestamp, window, ctx):
         max_ts = window.max_timestamp()
@@ -142,6 +148,8 @@ class EventTimeTrigger(Trigger):
 class ProcessingTimeTrigger(Trigger):
     """Fires when processing time reaches the window's end."""
 
+    timers_follow_window = True
+
     def on_element(self, element, timestamp, window, ctx):
         ctx.register_processing_time_timer(window.max_timestamp())
         return CONTINUE
@@ -173,6 +181,8 @@ class ProcessingTimeTrigger(Trigger):
 
 class CountTrigger(Trigger):
     """Fires when the window holds ``count`` elements (counted in a reducing state), then restarts."""
+
+    timers_follow_window = True
 
     def __init__(self, count: int) -> None:
         if count <= 0:
@@ -216,6 +226,7 @@ class PurgingTrigger(Trigger):
 
     def __init__(self, nested_trigger: Trigger) -> None:
         self.nested_trigger = nested_trigger
+        self.timers_follow_window = nested_trigger.timers_follow_window
 
     @staticmethod
     def of(nested_trigger: Trigger) -> "PurgingTrigger":
@@ -372,6 +383,8 @@ class ContinuousProcessingTimeTrigger(Trigger):
 
 class NeverTrigger(Trigger):
     """Never fires (the default of ``GlobalWindows``)."""
+
+    timers_follow_window = True
 
     def on_element(self, element, timestamp, window, ctx):
         return CONTINUE

@@ -1,10 +1,12 @@
 """WindowOperator: Flink's WindowOperator / EvictingWindowOperator on the statekit state layer.
 
-Window contents live in one state in the window's namespace: aggregating state for an
-``AggregateFunction``, reducing state for a reduce callable, list state of the elements for a
+Window contents live in one state in the window's namespace: the accumulator (or reduced value)
+of an ``AggregateFunction`` / reduce callable as a value, or the list of elements for a
 ``ProcessWindowFunction`` or when an evictor is set (then elements keep their timestamps).
-Merging assigners keep a ``MergingWindowSet`` per key in map state. Trigger state and timers go
-through the backend, so an operator is fully described by a backend snapshot plus
+Accumulators of the current key are cached while its records (or one timer) are processed and
+written once at the end, so an epoch costs one read and one write per touched window and key.
+Merging assigners keep a ``MergingWindowSet`` per key in the void namespace. Trigger state and
+timers go through the backend, so an operator is fully described by a backend snapshot plus
 ``snapshot_metadata()``.
 """
 
@@ -13,10 +15,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Iterable
 
-from statekit import (MAX_TIMESTAMP, AggregatingStateDescriptor, KeyedStateBackend, ListStateDescriptor,
-                      MapStateDescriptor, ReducingStateDescriptor, Timer, TimerTarget)
+from statekit import (MAX_TIMESTAMP, KeyedStateBackend, ListStateDescriptor, Timer, TimerTarget,
+                      ValueStateDescriptor)
 
-from .assigners import MergingWindowAssigner, WindowAssigner
+from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
 from .batching import group_by_key
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from statekit.durations import to_millis
@@ -24,13 +26,15 @@ from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction
 from .merging_window_set import MergingWindowSet
 from .output import Output
-from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, Trigger
+from .windows import TimeWindow
+from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
 
 CONTENTS_STATE = "window-contents"
 MERGING_SET_STATE = "merging-window-set"
 TIMER_SERVICE = "window-timers"
 
 _PROCESS, _AGGREGATE, _REDUCE = "process", "aggregate", "reduce"
+_ABSENT = object()
 
 
 def _function_kind(function: Any) -> str:
@@ -70,6 +74,9 @@ class WindowOperator(TimerTarget):
         if self.merging and not self.trigger.can_merge():
             raise ValueError(f"{self.trigger!r} cannot be used with the merging assigner {assigner!r}: it does not support merging")
         self.event_time = assigner.is_event_time()
+        self._sessions_fast = (self.merging and assigner.merges_intersecting_time_windows and self.event_time
+                               and type(self.trigger) is EventTimeTrigger and self.evictor is None
+                               and self.kind != _PROCESS)
         self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0}
         self._backend: KeyedStateBackend | None = None
 
@@ -80,14 +87,12 @@ class WindowOperator(TimerTarget):
         self._output = output
         self._collect = output.collect
         self._list_contents = self.evictor is not None or self.kind == _PROCESS
-        if self._list_contents:
-            desc = ListStateDescriptor(CONTENTS_STATE)
-        elif self.kind == _AGGREGATE:
-            desc = AggregatingStateDescriptor(CONTENTS_STATE, self.function)
-        else:
-            desc = ReducingStateDescriptor(CONTENTS_STATE, self.function)
+        desc = ListStateDescriptor(CONTENTS_STATE) if self._list_contents else ValueStateDescriptor(CONTENTS_STATE)
         self._contents = backend.get_state(desc)
-        self._mws_state = backend.get_state(MapStateDescriptor(MERGING_SET_STATE)) if self.merging else None
+        self._contents_ns: Any = None
+        self._accs: dict = {}
+        self._dirty: set = set()
+        self._mws_state = backend.get_state(ValueStateDescriptor(MERGING_SET_STATE)) if self.merging else None
         self._svc = backend.timer_service(TIMER_SERVICE, self)
         self._timers = TimerBuffer(self._svc)
         self._ctx = WindowTriggerContext(backend, self._timers, self._svc)
@@ -145,29 +150,33 @@ class WindowOperator(TimerTarget):
         timers = self._timers
         timers.buffering = True
         try:
-            if self.merging:
+            if self._sessions_fast:
+                self._session_records(items)
+            elif self.merging:
                 mws = MergingWindowSet(self.assigner, self._mws_state)
+                if self.trigger.timers_follow_window:
+                    timers.known = mws.initial
                 for value, ts in items:
                     self._merging_element(mws, value, ts)
                 mws.persist()
             else:
                 for value, ts in items:
                     self._element(value, ts)
+            self._flush_accumulators()
             timers.flush()
         finally:
             timers.buffering = False
+            timers.known = None
 
     def _element(self, value: Any, ts: int | None) -> None:
-        contents, ctx, trigger = self._contents, self._ctx, self.trigger
+        ctx, trigger = self._ctx, self.trigger
         wm = self._svc.current_watermark()
-        elem = value if self.evictor is None else (value, ts)
         skipped = True
         for window in self.assigner.assign_windows(value, ts, self):
             if self.event_time and self._cleanup_time(window) <= wm:
                 continue
             skipped = False
-            contents.set_current_namespace(window)
-            contents.add(elem)
+            self._add(window, value, ts)
             ctx.window = window
             result = trigger.on_element(value, ts, window, ctx)
             if result is not CONTINUE:
@@ -180,9 +189,8 @@ class WindowOperator(TimerTarget):
             self._late(value, ts, wm)
 
     def _merging_element(self, mws: MergingWindowSet, value: Any, ts: int | None) -> None:
-        contents, ctx, trigger = self._contents, self._ctx, self.trigger
+        ctx, trigger = self._ctx, self.trigger
         wm = self._svc.current_watermark()
-        elem = value if self.evictor is None else (value, ts)
         skipped = True
         for window in self.assigner.assign_windows(value, ts, self):
             actual = mws.add_window(window, self._merge)
@@ -191,8 +199,7 @@ class WindowOperator(TimerTarget):
                 continue
             skipped = False
             state_window = mws.mapping[actual]
-            contents.set_current_namespace(state_window)
-            contents.add(elem)
+            self._add(state_window, value, ts)
             ctx.window = actual
             result = trigger.on_element(value, ts, actual, ctx)
             if result is not CONTINUE:
@@ -203,6 +210,129 @@ class WindowOperator(TimerTarget):
             self._register_cleanup_timer(actual)
         if skipped:
             self._late(value, ts, wm)
+
+    def _session_records(self, items: list) -> None:
+        """One key's records for event-time sessions with the EventTimeTrigger and an incremental
+        function, with the generic path's semantics (same merges, contents, output and final
+        timers) but plain-int session bookkeeping.
+
+        Sessions are ``[start, end, state_window, window_or_None, touched]``. The timer operations
+        of the generic path reduce to their net effect, applied at the end: the timers of loaded
+        windows that merged away are deleted; every window that took an element gets its trigger
+        timer (if its end is after the watermark) and its cleanup timer; windows born and merged
+        within the batch never had timers.
+        """
+        mws = MergingWindowSet(self.assigner, self._mws_state)
+        wm = self._svc.current_watermark()
+        lateness = self.allowed_lateness
+        assigner = self.assigner
+        gap = assigner.gap if type(assigner) is EventTimeSessionWindows else None
+        accs, dirty, accumulator = self._accs, self._dirty, self._accumulator
+        fn = self.function
+        aggregate = self.kind == _AGGREGATE
+        if aggregate:
+            agg_add, create = fn.add, fn.create_accumulator
+        sessions = [[w[0], w[1], sw, w, False] for w, sw in mws.mapping.items()]
+        for value, ts in items:
+            if gap is None or ts is None:
+                news = assigner.assign_windows(value, ts, self)
+            else:
+                news = ((ts, ts + gap),)
+            skipped = True
+            for start, end in news:
+                hit = None
+                more = None
+                for sess in sessions:
+                    if sess[0] <= end and sess[1] >= start:
+                        if hit is None:
+                            hit = sess
+                        elif more is None:
+                            more = [sess]
+                        else:
+                            more.append(sess)
+                if hit is None:
+                    hit = [start, end, None, None, False]
+                    sessions.append(hit)
+                elif more is None:
+                    if start < hit[0] or end > hit[1]:
+                        if start > hit[0]:
+                            start = hit[0]
+                        if end < hit[1]:
+                            end = hit[1]
+                        if end - 1 + lateness <= wm:
+                            self._check_merge(start, end, wm)
+                        hit[0], hit[1], hit[3] = start, end, None
+                else:
+                    group = sorted([hit] + more, key=lambda x: (x[0], x[1]))
+                    start = min(start, group[0][0])
+                    end = max([end] + [g[1] for g in group])
+                    self._check_merge(start, end, wm)
+                    hit = group[0]
+                    for g in group[1:]:
+                        sessions.remove(g)
+                    self._merge_contents(hit[2], [g[2] for g in group[1:]])
+                    hit[0], hit[1], hit[3] = start, end, None
+                max_ts = hit[1] - 1
+                cleanup = max_ts + lateness
+                if cleanup > MAX_TIMESTAMP:
+                    cleanup = MAX_TIMESTAMP
+                if cleanup <= wm:
+                    sessions.remove(hit)
+                    continue
+                skipped = False
+                sw = hit[2]
+                if sw is None:
+                    sw = hit[2] = hit[3] = TimeWindow(hit[0], hit[1])
+                acc = accs.get(sw, _ABSENT)
+                if acc is _ABSENT:
+                    acc = accumulator(sw)
+                if aggregate:
+                    acc = agg_add(value, create() if acc is _ABSENT else acc)
+                else:
+                    acc = value if acc is _ABSENT else fn(acc, value)
+                accs[sw] = acc
+                dirty.add(sw)
+                hit[4] = True
+                if max_ts <= wm:
+                    if hit[3] is None:
+                        hit[3] = TimeWindow(hit[0], hit[1])
+                    self._fire(hit[3], sw)
+            if skipped:
+                self._late(value, ts, wm)
+        self._session_timers(mws, sessions, wm)
+
+    def _check_merge(self, start: int, end: int, wm: int) -> None:
+        if min(end - 1 + self.allowed_lateness, MAX_TIMESTAMP) <= wm:
+            raise RuntimeError(f"merging into {TimeWindow(start, end)!r} would end the window before the "
+                               f"current watermark {wm}")
+
+    def _session_timers(self, mws: MergingWindowSet, sessions: list, wm: int) -> None:
+        """Persist the sessions as the mapping and buffer the net timer operations of the batch."""
+        lateness, pending = self.allowed_lateness, self._timers._pending
+        mapping = {}
+        for sess in sessions:
+            w = sess[3]
+            if w is None:
+                w = sess[3] = TimeWindow(sess[0], sess[1])
+            mapping[w] = sess[2]
+        for w in mws.initial:
+            if w not in mapping:
+                max_ts = w[1] - 1
+                pending[(True, w, max_ts)] = False
+                cleanup = min(max_ts + lateness, MAX_TIMESTAMP)
+                if cleanup != MAX_TIMESTAMP:
+                    pending[(True, w, cleanup)] = False
+        for sess in sessions:
+            if sess[4]:
+                w = sess[3]
+                max_ts = w[1] - 1
+                if max_ts > wm:
+                    pending[(True, w, max_ts)] = True
+                cleanup = min(max_ts + lateness, MAX_TIMESTAMP)
+                if cleanup != MAX_TIMESTAMP:
+                    pending[(True, w, cleanup)] = True
+        mws.mapping = mapping
+        mws.persist()
 
     def _late(self, value: Any, ts: int | None, wm: int) -> None:
         """An element no window took: side-output (or count) it if it is late."""
@@ -231,11 +361,103 @@ class WindowOperator(TimerTarget):
             trigger.clear(m, ctx)
             self._delete_cleanup_timer(m)
         if merged_state_windows:
-            self._contents.merge_namespaces(state_window, merged_state_windows)
+            self._merge_contents(state_window, merged_state_windows)
+
+    # -- window contents -----------------------------------------------------------------------
+    def _add(self, state_window: Any, value: Any, ts: int | None) -> None:
+        if self._list_contents:
+            self._scope(state_window)
+            self._contents.add(value if self.evictor is None else (value, ts))
+            return
+        acc = self._accumulator(state_window)
+        if self.kind == _AGGREGATE:
+            agg = self.function
+            acc = agg.add(value, agg.create_accumulator() if acc is _ABSENT else acc)
+        else:
+            acc = value if acc is _ABSENT else self.function(acc, value)
+        self._accs[state_window] = acc
+        self._dirty.add(state_window)
+
+    def _scope(self, state_window: Any) -> None:
+        """Point the contents state at ``state_window`` (skipped when it already is: a RocksDB state
+        encodes the namespace on every change)."""
+        if state_window is not self._contents_ns:
+            self._contents.set_current_namespace(state_window)
+            self._contents_ns = state_window
+
+    def _accumulator(self, state_window: Any) -> Any:
+        """The cached accumulator of ``state_window`` under the current key (read on first use)."""
+        acc = self._accs.get(state_window, _ABSENT)
+        if acc is _ABSENT and state_window not in self._accs:
+            self._scope(state_window)
+            stored = self._contents.value()
+            acc = _ABSENT if stored is None else stored
+            self._accs[state_window] = acc
+        return acc
+
+    def _merge_contents(self, target: Any, sources: list) -> None:
+        """Flink's ``mergeNamespaces``: sources merged in order, then into the target; sources cleared."""
+        if self._list_contents:
+            self._contents.merge_namespaces(target, sources)
+            return
+        merge = self.function.merge if self.kind == _AGGREGATE else self.function
+        merged = _ABSENT
+        for src in sources:
+            if src == target:
+                continue
+            acc = self._accumulator(src)
+            if acc is _ABSENT:
+                continue
+            merged = acc if merged is _ABSENT else merge(merged, acc)
+            self._accs[src] = _ABSENT
+            self._dirty.add(src)
+        if merged is not _ABSENT:
+            acc = self._accumulator(target)
+            self._accs[target] = merged if acc is _ABSENT else merge(acc, merged)
+            self._dirty.add(target)
+
+    def _flush_accumulators(self) -> None:
+        """Write the changed accumulators of the current key and forget the cache."""
+        contents, accs = self._contents, self._accs
+        for sw in self._dirty:
+            self._scope(sw)
+            acc = accs[sw]
+            if acc is _ABSENT:
+                contents.clear()
+            else:
+                contents.update(acc)
+        self._dirty.clear()
+        accs.clear()
 
     # -- timers --------------------------------------------------------------------------------
     def on_event_time(self, timer: Timer) -> None:
-        self._on_timer(timer, True)
+        if self._sessions_fast:
+            self._session_timer(timer)
+        else:
+            self._on_timer(timer, True)
+
+    def _session_timer(self, timer: Timer) -> None:
+        """``_on_timer`` for the ``_session_records`` configuration, with EventTimeTrigger's
+        on_event_time (fire at the window's end) and clear (delete that timer) inlined."""
+        window, time = timer.namespace, timer.timestamp
+        mws = MergingWindowSet(self.assigner, self._mws_state)
+        state_window = mws.mapping.get(window)
+        if state_window is None:
+            return
+        self._key = timer.key
+        max_ts = window[1] - 1
+        if time == max_ts:
+            self._fire(window, state_window)
+        if time == self._cleanup_time(window):
+            self._purge(state_window)
+            if max_ts != time:
+                self._svc.delete_event_time_timer(window, max_ts)
+            if self._process_fn is not None:
+                self._pctx.set_window(window)
+                self._process_fn.clear(self._pctx)
+            mws.retire_window(window)
+            mws.persist()
+        self._flush_accumulators()
 
     def on_processing_time(self, timer: Timer) -> None:
         self._on_timer(timer, False)
@@ -253,30 +475,44 @@ class WindowOperator(TimerTarget):
         else:
             mws = None
             state_window = window
-        if event:
-            result = self.trigger.on_event_time(time, window, ctx)
-        else:
-            result = self.trigger.on_processing_time(time, window, ctx)
-        if result is FIRE or result is FIRE_AND_PURGE:
-            self._fire(window, state_window)
-        if result is PURGE or result is FIRE_AND_PURGE:
-            self._purge(state_window)
-        if event == self.event_time and time == self._cleanup_time(window):
-            self._clear_all_state(window, state_window, mws)
+        self._timers.firing = (event, window, time)
+        try:
+            if event:
+                result = self.trigger.on_event_time(time, window, ctx)
+            else:
+                result = self.trigger.on_processing_time(time, window, ctx)
+            if result is FIRE or result is FIRE_AND_PURGE:
+                self._fire(window, state_window)
+            if result is PURGE or result is FIRE_AND_PURGE:
+                self._purge(state_window)
+            if event == self.event_time and time == self._cleanup_time(window):
+                self._clear_all_state(window, state_window, mws)
+        finally:
+            self._timers.firing = None
         if mws is not None:
             mws.persist()
+        self._flush_accumulators()
 
     def _purge(self, state_window: Any) -> None:
-        self._contents.set_current_namespace(state_window)
-        self._contents.clear()
+        if self._list_contents:
+            self._scope(state_window)
+            self._contents.clear()
+        else:
+            self._accs[state_window] = _ABSENT
+            self._dirty.add(state_window)
 
     def _fire(self, window: Any, state_window: Any) -> bool:
         """Emit the window's result stamped ``window.max_timestamp()``; False when it has no contents."""
-        contents = self._contents
-        contents.set_current_namespace(state_window)
-        data = contents.get()
-        if (not data) if self._list_contents else (data is None):
-            return False
+        if self._list_contents:
+            self._scope(state_window)
+            data = self._contents.get()
+            if not data:
+                return False
+        else:
+            acc = self._accumulator(state_window)
+            if acc is _ABSENT:
+                return False
+            data = self.function.get_result(acc) if self.kind == _AGGREGATE else acc
         self.metrics["windows_fired"] += 1
         ts = window.max_timestamp()
         if self.evictor is not None:

@@ -1,4 +1,4 @@
-"""The `statekit` command: demo, bench (and, as they land, sessionize and inspect)."""
+"""The `statekit` command: demo, bench and inspect."""
 
 from __future__ import annotations
 
@@ -15,11 +15,17 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--keys", type=int, default=2_000)
     demo.add_argument("--backend", choices=["heap", "rocksdb", "both"], default="both")
     sub.add_parser("bench", help="backend benchmarks (see `statekit bench --help`)", add_help=False)
+    sub.add_parser("inspect", help="epochs, partitions, states and sizes of a checkpoint (see `statekit inspect --help`)",
+                   add_help=False)
     if argv[:1] == ["bench"]:
         from bench.runner import main as bench_main
 
         bench_main(argv[1:])
         return 0
+    if argv[:1] == ["inspect"]:
+        from .checkpoint import main_inspect
+
+        return main_inspect(argv[1:])
     args = ap.parse_args(argv)
     if args.command == "demo":
         from .demo import run_demo

@@ -92,3 +92,10 @@ def test_inspect_empty_and_bad_locations(tmp_path, capsys):
     assert "no operators committed" in capsys.readouterr().out
     assert main_inspect(["unknownscheme://x/y"]) == 1
     assert "cannot be opened" in capsys.readouterr().err
+
+
+def test_inspect_missing_checkpoint_is_an_error_naming_the_path(tmp_path, capsys):
+    missing = str(tmp_path / "nope")
+    assert main_inspect([missing]) == 1
+    err = capsys.readouterr().err
+    assert "no checkpoint at" in err and missing in err

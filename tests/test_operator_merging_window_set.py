@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from statekit import MapStateDescriptor
+import random
+
+from statekit import ValueStateDescriptor
 from operators import DynamicEventTimeSessionWindows, EventTimeSessionWindows, MergingWindowSet, TimeWindow
 
 W = TimeWindow
@@ -25,7 +27,7 @@ class RecordingMerge:
 @pytest.fixture
 def state(backend):
     backend.set_current_key("k")
-    return backend.get_state(MapStateDescriptor("merging-window-set"))
+    return backend.get_state(ValueStateDescriptor("merging-window-set"))
 
 
 def test_incremental_merging(state):
@@ -109,7 +111,7 @@ def test_persist_writes_changes_and_reloads(backend, state):
     merge = RecordingMerge()
     for w in (W(0, 3), W(10, 13), W(2, 5)):
         mws.add_window(w, merge)
-    assert state.is_empty()                 # nothing written before persist
+    assert state.value() is None            # nothing written before persist
     mws.persist()
     again = MergingWindowSet(EventTimeSessionWindows.with_gap(3), state)
     assert again.mapping == {W(0, 5): W(0, 3), W(10, 13): W(10, 13)}
@@ -135,6 +137,32 @@ def test_mapping_survives_snapshot_into_other_backends(backend, state, new_facto
         restored = new_factory(other)()
         restored.restore_logical(snap)
         restored.set_current_key("k")
-        st = restored.get_state(MapStateDescriptor("merging-window-set"))
+        st = restored.get_state(ValueStateDescriptor("merging-window-set"))
         assert MergingWindowSet(EventTimeSessionWindows.with_gap(3), st).mapping == {
             W(0, 5): W(0, 3), W(10, 13): W(10, 13), W(20, 23): W(20, 23)}
+
+
+class GenericSessions(EventTimeSessionWindows):
+    """The same merges through the generic ``merge_windows`` path of MergingWindowSet."""
+
+    merges_intersecting_time_windows = False
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_direct_time_window_merging_equals_generic_grouping(backend, seed):
+    backend.set_current_key("k")
+    direct = MergingWindowSet(EventTimeSessionWindows.with_gap(5), backend.get_state(ValueStateDescriptor("a")))
+    generic = MergingWindowSet(GenericSessions.with_gap(5), backend.get_state(ValueStateDescriptor("b")))
+    rnd = random.Random(seed)
+    for _ in range(300):
+        if direct.mapping and rnd.random() < 0.1:
+            w = rnd.choice(sorted(direct.mapping))
+            direct.retire_window(w)
+            generic.retire_window(w)
+            continue
+        start = rnd.randrange(200)
+        w = W(start, start + rnd.randint(1, 12))
+        a, b = RecordingMerge(), RecordingMerge()
+        assert direct.add_window(w, a) == generic.add_window(w, b)
+        assert a.take() == b.take()
+        assert direct.mapping == generic.mapping

@@ -341,12 +341,28 @@ def test_namespace_is_per_state(backend):
 
 def test_state_created_after_set_current_key_sees_the_key(backend):
     backend.set_current_key("late")
-    early_missing = backend.get_state(ValueStateDescriptor("v"))
-    early_missing.update("x")
+    v = backend.get_state(ValueStateDescriptor("v"))
+    v.update("x")
     backend.set_current_key("other")
+    assert v.value() is None
     backend.set_current_key("late")
-    assert backend.get_state(ValueStateDescriptor("v")).value() == "x"
+    assert v.value() == "x"
     assert backend.get_current_key() == "late"
+
+
+def test_states_in_other_namespaces_follow_key_changes(backend):
+    st = backend.get_state(descriptor("list"))
+    other = backend.get_state(descriptor("value"))
+    st.set_current_namespace(("w", 1))
+    for key in ("a", "b", "a"):
+        backend.set_current_key(key)
+        st.add(key)
+        other.update(key)
+    assert st.get() == ["a", "a"] and other.value() == "a"
+    backend.set_current_key("b")
+    assert st.get() == ["b"] and other.value() == "b"
+    st.set_current_namespace(None)
+    assert st.get() == []
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -1453,7 +1469,7 @@ def test_parse_size_rejects(bad):
         parse_size(bad)
 
 
-def test_heap_without_write_validation_defers_errors_to_snapshot(tmp_path):
+def test_heap_without_write_validation_defers_errors_to_snapshot():
     b = create_backend(StateConfig(backend="heap", options={"heap.validate_writes": False}))
     b.set_current_key("u")
     b.get_state(ValueStateDescriptor("v")).update(Opaque())

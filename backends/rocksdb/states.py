@@ -245,6 +245,7 @@ class RocksDBState(InternalKeyedState):
         """Drop overlay, caches and the column family; later use raises StateError."""
         self._ov = closed
         self._db = closed
+        self._cfh = closed
         self._ns_cache = {}
 
 

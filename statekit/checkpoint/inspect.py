@@ -14,6 +14,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow.fs as pafs
+
 from .errors import CheckpointError, NoCheckpointError
 from .manifest import Manifest, partition_name, shared_dir
 from .store import CheckpointStore
@@ -73,6 +75,8 @@ def _epoch_info(m: Manifest) -> EpochInfo:
 def inspect_checkpoint(path: str) -> CheckpointInfo:
     """Structured description of every retained snapshot at ``path`` (a path or URI)."""
     store = CheckpointStore(path)
+    if store.storage.fs.get_file_info(store.storage.root).type != pafs.FileType.Directory:
+        raise NoCheckpointError(f"no checkpoint at {path}: the directory does not exist")
     info = CheckpointInfo(path)
     for op in store.operators():
         parts = []
