@@ -100,7 +100,7 @@ class KeyedProcessOperator(TimerTarget):
 
     def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         self._backend.set_current_key(key)
-        self._process_key([(value, timestamp)])
+        self._process_key([(key, value, timestamp)])
 
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records grouped per key (one key switch per key; order within a key kept)."""
@@ -113,7 +113,7 @@ class KeyedProcessOperator(TimerTarget):
         self.metrics["records_in"] += len(items)
         ctx, fn, collect_all = self._ctx, self.function.process_element, self._output.collect_all
         ctx._domain = None
-        for value, ts in items:
+        for _, value, ts in items:
             ctx._timestamp = ts
             collect_all(fn(value, ctx), ts)
 

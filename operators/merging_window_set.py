@@ -4,7 +4,7 @@ When windows merge, their contents are not moved: the merged window keeps using 
 window (namespace) of one of its parts and the others are merged into it. The mapping of one
 key is one value in the void namespace, written by ``persist`` when it changed: a dict window ->
 state window, or for session assigners (TimeWindows) the flat int list
-``[start, end, state_start, state_end, ...]``, which is much cheaper to encode.
+``[start, end, state_start, state_end, ...]`` in window order, which is much cheaper to encode.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class MergingWindowSet:
             if not mapping:
                 self._state.clear()
             elif self._direct:
-                self._state.update([t for w, sw in mapping.items() for t in (w[0], w[1], sw[0], sw[1])])
+                self._state.update([t for w, sw in sorted(mapping.items()) for t in (w[0], w[1], sw[0], sw[1])])
             else:
                 self._state.update(dict(mapping))
             self.initial = dict(mapping)

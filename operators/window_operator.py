@@ -135,7 +135,7 @@ class WindowOperator(TimerTarget):
     # -- elements ------------------------------------------------------------------------------
     def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         self._backend.set_current_key(key)
-        self._process_key(key, [(value, timestamp)])
+        self._process_key(key, [(key, value, timestamp)])
 
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records at the current watermark, grouped per key (same output as one by one)."""
@@ -156,11 +156,11 @@ class WindowOperator(TimerTarget):
                 mws = MergingWindowSet(self.assigner, self._mws_state)
                 if self.trigger.timers_follow_window:
                     timers.known = mws.initial
-                for value, ts in items:
+                for _, value, ts in items:
                     self._merging_element(mws, value, ts)
                 mws.persist()
             else:
-                for value, ts in items:
+                for _, value, ts in items:
                     self._element(value, ts)
             self._flush_accumulators()
             timers.flush()
@@ -233,11 +233,15 @@ class WindowOperator(TimerTarget):
         if aggregate:
             agg_add, create = fn.add, fn.create_accumulator
         sessions = [[w[0], w[1], sw, w, False] for w, sw in mws.mapping.items()]
-        for value, ts in items:
+        bounds = [0, 0]
+        fixed = [bounds]            # reused for fixed gaps: no allocation per record
+        for _, value, ts in items:
             if gap is None or ts is None:
                 news = assigner.assign_windows(value, ts, self)
             else:
-                news = ((ts, ts + gap),)
+                bounds[0] = ts
+                bounds[1] = ts + gap
+                news = fixed
             skipped = True
             for start, end in news:
                 hit = None

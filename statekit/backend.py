@@ -9,6 +9,7 @@ backend-neutral: a snapshot of one backend restores into another, or into other 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from itertools import islice
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from .config import OptionSpec, StateConfig
@@ -19,7 +20,7 @@ from .serialization import KEY_SERIALIZER
 from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key
 
 SNAPSHOT_FORMAT = 1
-_KEY_CACHE_LIMIT = 1 << 16
+_KEY_CACHE_LIMIT = 1 << 17
 
 
 class NoKey:
@@ -128,8 +129,11 @@ class KeyedStateBackend(ABC):
         if kg not in self.key_groups:
             raise KeyGroupError(f"key {key!r} is in key group {kg}, outside this backend's key groups "
                                 f"[{self.key_groups.start}, {self.key_groups.stop}) of max_parallelism {self.max_parallelism}")
-        if len(self._key_cache) >= _KEY_CACHE_LIMIT:
-            self._key_cache.clear()
+        cache = self._key_cache
+        if len(cache) >= _KEY_CACHE_LIMIT:
+            # FIFO: drop the oldest quarter (dicts keep insertion order) instead of starting cold
+            for old in list(islice(cache, _KEY_CACHE_LIMIT // 4)):
+                del cache[old]
         entry = self._key_cache[key] = (kg, kb, (key, None))
         return entry
 

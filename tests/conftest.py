@@ -35,9 +35,6 @@ class ManualClock:
         self.now_ms += ms
         return self.now_ms
 
-    def set(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-
 
 class BackendFactory:
     """Builds backends with per-backend local directories and closes them all at the end."""

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
-
 from statekit import KeyedStateBackend, OptionSpec, StateDescriptor, StateDescriptorError
 
 from .states import (HeapAggregatingState, HeapListState, HeapMapState, HeapReducingState, HeapState,
                      HeapValueState)
+from .snapshot import HeapSnapshots
 from .timers import HeapTimerQueue
 
 _KINDS = {"value": HeapValueState, "list": HeapListState, "map": HeapMapState,
           "reducing": HeapReducingState, "aggregating": HeapAggregatingState}
 
-DELETED = object()
-"""Marks a cell deleted since the last ``take_changes``."""
-
-
-class HeapKeyedStateBackend(KeyedStateBackend):
+class HeapKeyedStateBackend(HeapSnapshots, KeyedStateBackend):
     """Dict-backed keyed state; tracks changed cells per state for incremental snapshots."""
 
     name = "heap"
@@ -38,15 +33,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def _create_timer_queue(self, service: str, domain: str) -> HeapTimerQueue:
         return HeapTimerQueue()
-
-    def take_changes(self) -> Iterator[tuple[str, int, Any, Any, Any]]:
-        """Cells changed since the last call as (state, key group, key, namespace, cell or DELETED)."""
-        for name, st in self._states.items():
-            table = st._table
-            for ck in st._take_dirty():
-                key, ns = ck
-                cell = table.get(ck, DELETED)
-                yield name, self.key_group_of(key), key, ns, (cell if cell is DELETED else st._cell_out(cell))
 
     def close(self) -> None:
         for st in self._states.values():

@@ -10,51 +10,16 @@ to incremental checkpoints); expired cells still go through the incremental and 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from statekit import KEY_SERIALIZER, KeyedStateBackend, StateConfig, decode_timer
 from statekit.backend import SNAPSHOT_FORMAT
 from statekit.checkpoint import NATIVE, SnapshotReader, SnapshotWriter, decode, encode
 
-from .backend import DELETED, HeapKeyedStateBackend
-
 _CHAIN_ROLES = ("full", "delta")
 
-
-def _timer_keys(backend: HeapKeyedStateBackend) -> dict[str, tuple]:
-    """Per timer service: (event sort keys, processing sort keys, watermark, processing time)."""
-    return {name: (set(svc._event._index), set(svc._processing._index), svc.current_watermark(),
-                   svc.current_processing_time())
-            for name, svc in backend._timer_services.items()}
-
-
-def _timer_delta(before: dict[str, tuple], now: dict[str, tuple]) -> tuple[dict, int]:
-    """Timers added and removed per service and domain since ``before``; also the change count."""
-    out, changes = {}, 0
-    for name, (event, processing, wm, pt) in now.items():
-        old = before.get(name, (set(), set(), wm, pt))
-        svc = {"watermark": wm, "processing_time": pt}
-        for domain, cur, prev in (("event", event, old[0]), ("processing", processing, old[1])):
-            added = [list(decode_timer(k)[0]) for k in cur - prev]
-            removed = [list(decode_timer(k)[0]) for k in prev - cur]
-            changes += len(added) + len(removed)
-            svc[domain] = {"add": added, "del": removed}
-        out[name] = svc
-    return out, changes
-
-
-def _state_delta(backend: HeapKeyedStateBackend, changes: list) -> dict:
-    states: dict[str, dict] = {}
-    for name, kg, key, ns, cell in changes:
-        s = states.get(name)
-        if s is None:
-            d = backend._descriptors[name]
-            s = states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "put": [], "del": []}
-        if cell is DELETED:
-            s["del"].append([kg, key, ns])
-        else:
-            s["put"].append([kg, key, ns, cell])
-    return states
+DELETED = object()
+"""Marks a cell deleted since the last ``take_changes``."""
 
 
 def _pack(states: dict[str, dict]) -> tuple[dict[str, bytes], dict[str, int]]:
@@ -65,37 +30,6 @@ def _pack(states: dict[str, dict]) -> tuple[dict[str, bytes], dict[str, int]]:
 
 def _unpack(packed: dict[str, bytes]) -> dict[str, dict]:
     return {name: KEY_SERIALIZER.loads(b) for name, b in packed.items()}
-
-
-def snapshot_incremental(self: HeapKeyedStateBackend, writer: SnapshotWriter) -> dict[str, Any]:
-    """Write a delta on top of ``writer.base`` when allowed, else a full snapshot."""
-    self.flush()
-    base = writer.base
-    chain = ([f for f in base.files if f.role in _CHAIN_ROLES]
-             if base is not None and base.backend == self.name and base.kind == NATIVE else [])
-    before = getattr(self, "_ckpt_timers", None)
-    full = writer.force_full or not chain or before is None or len(chain) >= writer.policy.full_every
-    if not full:
-        now = _timer_keys(self)
-        timers, timer_changes = _timer_delta(before, now)
-        changed = sum(len(st._dirty) for st in self._states.values())
-        accumulated = base.snapshot.get("chain_changes", 0) + changed + timer_changes
-        full = accumulated > writer.policy.max_changelog_fraction * max(1, self.num_entries())
-    if full:
-        data = self.snapshot_logical()
-        for st in self._states.values():  # the full snapshot holds every change so far
-            st._take_dirty()
-        self._ckpt_timers = _timer_keys(self)
-        data["states"], state_bytes = _pack(data["states"])
-        writer.write("full.skz", encode(data), "full")
-        return {"incremental": False, "chain_changes": 0, "chain_length": 1, "state_bytes": state_bytes}
-    for f in chain:
-        writer.reuse(f)
-    packed, state_bytes = _pack(_state_delta(self, list(self.take_changes())))
-    writer.write("delta.skz", encode({"states": packed, "timers": timers}), "delta")
-    self._ckpt_timers = now
-    return {"incremental": True, "chain_changes": accumulated, "chain_length": len(chain) + 1,
-            "state_bytes": state_bytes}
 
 
 def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
@@ -114,46 +48,121 @@ def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
             cur[domain].update(tuple(x) for x in t[domain]["add"])
 
 
-def restore_incremental(cls: type[HeapKeyedStateBackend], reader: SnapshotReader, config: StateConfig,
-                        key_groups: range, time_provider: Callable[[], int]) -> HeapKeyedStateBackend:
-    """A heap backend holding the manifest's state: its full snapshot plus the deltas after it."""
-    chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
-    full = decode(reader.read(chain[0]))
-    states = {name: {"kind": s["kind"], "ttl": s["ttl"], "cells": {(e[1], e[2]): e for e in s["entries"]}}
-              for name, s in _unpack(full["states"]).items()}
-    timers = {name: {"watermark": t["watermark"], "processing_time": t["processing_time"],
-                     "event": {tuple(x) for x in t["event"]}, "processing": {tuple(x) for x in t["processing"]}}
-              for name, t in full["timers"].items()}
-    for f in chain[1:]:
-        _apply_delta(states, timers, decode(reader.read(f)))
-    snap = {"format": SNAPSHOT_FORMAT, "backend": cls.name, "max_parallelism": full["max_parallelism"],
-            "key_groups": full["key_groups"],
-            "states": {n: {"kind": s["kind"], "ttl": s["ttl"], "entries": list(s["cells"].values())}
-                       for n, s in states.items()},
-            "timers": {n: {"watermark": t["watermark"], "processing_time": t["processing_time"],
-                           "event": list(t["event"]), "processing": list(t["processing"])}
-                       for n, t in timers.items()}}
-    backend = cls(config, key_groups, time_provider)
-    backend.restore_logical(snap)
-    backend._ckpt_timers = _timer_keys(backend)
-    return backend
+class HeapSnapshots:
+    """The checkpoint hooks of the heap backend (mixed into HeapKeyedStateBackend)."""
 
+    _ckpt_clocks: dict[str, tuple[int, int]] | None = None
+    """Timer clocks at the last snapshot or restore; None before the first (forces a full snapshot)."""
 
-def unchanged_since_snapshot(self: HeapKeyedStateBackend) -> bool:
-    """True when no cell and no timer changed since the last snapshot or restore (fast path)."""
-    return (not any(st._dirty for st in self._states.values())
-            and getattr(self, "_ckpt_timers", None) == _timer_keys(self))
+    def take_changes(self) -> Iterator[tuple[str, int, Any, Any, Any]]:
+        """Cells changed since the last call as (state, key group, key, namespace, cell or DELETED)."""
+        for name, st in self._states.items():
+            table = st._table
+            for ck in st._take_dirty():
+                key, ns = ck
+                cell = table.get(ck, DELETED)
+                yield name, self.key_group_of(key), key, ns, (cell if cell is DELETED else st._cell_out(cell))
 
+    def _clocks(self) -> dict[str, tuple[int, int]]:
+        return {n: (svc.current_watermark(), svc.current_processing_time()) for n, svc in self._timer_services.items()}
 
-def _import_pending(self: HeapKeyedStateBackend, name: str, descriptor: Any, st: Any, pending: dict) -> None:
-    """Fill a state registered after a restore; when the backend equals a committed snapshot, the
-    imported cells are that snapshot's content, not changes (so the next snapshot stays a delta)."""
-    KeyedStateBackend._import_pending(self, name, descriptor, st, pending)
-    if self.checkpoint_base is not None:
-        st._take_dirty()
+    def _timer_changes(self) -> tuple[dict, int]:
+        """Timers added and removed per service and domain since the last snapshot, and their count."""
+        out, count = {}, 0
+        for name, svc in self._timer_services.items():
+            section = {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time()}
+            for domain, queue in (("event", svc._event), ("processing", svc._processing)):
+                changes = queue.take_changes()
+                section[domain] = {"add": [list(t) for t in changes.values() if t is not None],
+                                   "del": [list(decode_timer(k)[0]) for k, t in changes.items() if t is None]}
+                count += len(changes)
+            out[name] = section
+        return out, count
 
+    def _reset_changes(self) -> None:
+        for st in self._states.values():
+            st._take_dirty()
+        for svc in self._timer_services.values():
+            svc._event.take_changes()
+            svc._processing.take_changes()
+        self._ckpt_clocks = self._clocks()
 
-HeapKeyedStateBackend._import_pending = _import_pending
-HeapKeyedStateBackend.snapshot_incremental = snapshot_incremental
-HeapKeyedStateBackend.restore_incremental = classmethod(restore_incremental)
-HeapKeyedStateBackend.unchanged_since_snapshot = unchanged_since_snapshot
+    def snapshot_incremental(self, writer: SnapshotWriter) -> dict[str, Any]:
+        """Write a delta on top of ``writer.base`` when allowed, else a full snapshot."""
+        self.flush()
+        base = writer.base
+        chain = ([f for f in base.files if f.role in _CHAIN_ROLES]
+                 if base is not None and base.backend == self.name and base.kind == NATIVE else [])
+        full = writer.force_full or not chain or self._ckpt_clocks is None or len(chain) >= writer.policy.full_every
+        if not full:
+            changed = sum(len(st._dirty) for st in self._states.values())
+            changed += sum(len(svc._event._changes) + len(svc._processing._changes)
+                           for svc in self._timer_services.values())
+            accumulated = base.snapshot.get("chain_changes", 0) + changed
+            full = accumulated > writer.policy.max_changelog_fraction * max(1, self.num_entries())
+        if full:
+            data = self.snapshot_logical()
+            self._reset_changes()
+            data["states"], state_bytes = _pack(data["states"])
+            writer.write("full.skz", encode(data), "full")
+            return {"incremental": False, "chain_changes": 0, "chain_length": 1, "state_bytes": state_bytes}
+        for f in chain:
+            writer.reuse(f)
+        timers, _ = self._timer_changes()
+        packed, state_bytes = _pack(self._state_delta())
+        writer.write("delta.skz", encode({"states": packed, "timers": timers}), "delta")
+        self._ckpt_clocks = self._clocks()
+        return {"incremental": True, "chain_changes": accumulated, "chain_length": len(chain) + 1,
+                "state_bytes": state_bytes}
+
+    def _state_delta(self) -> dict:
+        states: dict[str, dict] = {}
+        for name, kg, key, ns, cell in self.take_changes():
+            s = states.get(name)
+            if s is None:
+                d = self._descriptors[name]
+                s = states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "put": [], "del": []}
+            if cell is DELETED:
+                s["del"].append([kg, key, ns])
+            else:
+                s["put"].append([kg, key, ns, cell])
+        return states
+
+    @classmethod
+    def restore_incremental(cls, reader: SnapshotReader, config: StateConfig, key_groups: range,
+                            time_provider: Callable[[], int]) -> KeyedStateBackend:
+        """A heap backend holding the manifest's state: its full snapshot plus the deltas after it."""
+        chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
+        full = decode(reader.read(chain[0]))
+        states = {name: {"kind": s["kind"], "ttl": s["ttl"], "cells": {(e[1], e[2]): e for e in s["entries"]}}
+                  for name, s in _unpack(full["states"]).items()}
+        timers = {name: {"watermark": t["watermark"], "processing_time": t["processing_time"],
+                         "event": {tuple(x) for x in t["event"]}, "processing": {tuple(x) for x in t["processing"]}}
+                  for name, t in full["timers"].items()}
+        for f in chain[1:]:
+            _apply_delta(states, timers, decode(reader.read(f)))
+        snap = {"format": SNAPSHOT_FORMAT, "backend": cls.name, "max_parallelism": full["max_parallelism"],
+                "key_groups": full["key_groups"],
+                "states": {n: {"kind": s["kind"], "ttl": s["ttl"], "entries": list(s["cells"].values())}
+                           for n, s in states.items()},
+                "timers": {n: {"watermark": t["watermark"], "processing_time": t["processing_time"],
+                               "event": list(t["event"]), "processing": list(t["processing"])}
+                           for n, t in timers.items()}}
+        backend = cls(config, key_groups, time_provider)
+        backend.restore_logical(snap)
+        backend._reset_changes()
+        return backend
+
+    def unchanged_since_snapshot(self) -> bool:
+        """True when no cell, timer or clock changed since the last snapshot or restore (fast path)."""
+        return (not any(st._dirty for st in self._states.values())
+                and not any(svc._event.has_changes() or svc._processing.has_changes()
+                            for svc in self._timer_services.values())
+                and self._ckpt_clocks == self._clocks())
+
+    def _import_pending(self, name: str, descriptor: Any, st: Any, pending: dict) -> None:
+        """Fill a state registered after a restore; when the backend equals a committed snapshot, the
+        imported cells are that snapshot's content, not changes (so the next snapshot stays a delta)."""
+        super()._import_pending(name, descriptor, st, pending)
+        if self.checkpoint_base is not None:
+            st._take_dirty()

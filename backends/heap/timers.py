@@ -1,4 +1,8 @@
-"""Heap timer queue: a binary heap of sort keys plus a dict index for de-duplication and deletion."""
+"""Heap timer queue: a binary heap of sort keys plus a dict index for de-duplication and deletion.
+
+The queue also records which timers were added or removed since the last ``take_changes``, so an
+incremental snapshot ships the timer changes of an epoch rather than every timer.
+"""
 
 from __future__ import annotations
 
@@ -11,22 +15,25 @@ from statekit import Timer, TimerQueue
 class HeapTimerQueue(TimerQueue):
     """Deletes lazily: a removed key stays in the heap until it surfaces or the heap is compacted."""
 
-    __slots__ = ("_heap", "_index")
+    __slots__ = ("_heap", "_index", "_changes")
 
     def __init__(self) -> None:
         self._heap: list[bytes] = []
         self._index: dict[bytes, Timer] = {}
+        self._changes: dict[bytes, Timer | None] = {}
 
     def add(self, sort_key: bytes, timer: Timer) -> bool:
         if sort_key in self._index:
             return False
         self._index[sort_key] = timer
+        self._changes[sort_key] = timer
         heappush(self._heap, sort_key)
         return True
 
     def remove(self, sort_key: bytes) -> bool:
         if self._index.pop(sort_key, None) is None:
             return False
+        self._changes[sort_key] = None
         if len(self._heap) > 2 * len(self._index) + 64:
             self._heap = list(self._index)
             heapify(self._heap)
@@ -50,6 +57,7 @@ class HeapTimerQueue(TimerQueue):
         if head is None:
             return None
         heappop(self._heap)
+        self._changes[head] = None
         return self._index.pop(head)
 
     def __len__(self) -> int:
@@ -60,5 +68,15 @@ class HeapTimerQueue(TimerQueue):
         return iter([index[k] for k in sorted(index)])
 
     def clear(self) -> None:
+        for k in self._index:
+            self._changes[k] = None
         self._heap.clear()
         self._index.clear()
+
+    def has_changes(self) -> bool:
+        return bool(self._changes)
+
+    def take_changes(self) -> dict[bytes, Timer | None]:
+        """Timers added (sort key -> timer) and removed (sort key -> None) since the last call."""
+        changes, self._changes = self._changes, {}
+        return changes

@@ -8,8 +8,8 @@ Timers of each (service, domain) get their own column family too (see ``timers``
 ``local_dir`` (``StateConfig.local_dir``) is the database directory. Default: a fresh
 directory under the system temp dir named after the key-group range, unique per backend.
 The backend deletes the directory on ``close()`` when it created it (the default, or a
-``local_dir`` that did not exist); an existing directory is kept, and a database found there
-is reopened (its states and timers are kept).
+``local_dir`` that did not exist); an existing directory is kept (``close()`` then writes the
+pending overlay first), and a database found there is reopened with its states and timers.
 """
 
 from __future__ import annotations
@@ -82,9 +82,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._wb.write()
 
     def close(self) -> None:
-        """Discard pending writes, close RocksDB and delete the directory if this backend created it."""
+        """Close RocksDB; delete the directory if this backend created it, else write pending changes first."""
         if self._closed:
             return
+        if not self._store.created:
+            self._wb.write()
         self._closed = True
         closed = Closed(type(self).__name__)
         for st in self._states.values():

@@ -42,7 +42,8 @@ class Closed:
         return self._fail
 
 
-def _make_options(settings: dict[str, Any]) -> Options:
+def make_options(settings: dict[str, Any]) -> Options:
+    """Raw-mode RocksDB options bounded by ``settings`` (the backend's rocksdb.* options without prefix)."""
     cache = Cache(settings["block_cache_size"])
     table = BlockBasedOptions()
     table.set_block_cache(cache)
@@ -107,7 +108,7 @@ class RocksDBStore:
         try:
             if not os.access(path, os.W_OK | os.X_OK):
                 raise StateError(f"RocksDB local_dir {path!r} is not writable (permission denied)")
-            self._options = _make_options(settings)
+            self._options = make_options(settings)
             self.db = self._open()
         except BaseException:
             if created:

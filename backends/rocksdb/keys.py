@@ -35,14 +35,6 @@ def key_group_prefixes(max_parallelism: int) -> list[bytes]:
     return [kg.to_bytes(2, "big") for kg in range(max_parallelism)]
 
 
-def successor(prefix: bytes) -> bytes:
-    """The smallest byte string greater than every string starting with ``prefix``."""
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        raise ValueError("no successor of an all-0xff prefix")
-    return stripped[:-1] + bytes((stripped[-1] + 1,))
-
-
 def decode_cell(key: bytes) -> tuple[int, Any, Any, int]:
     """(key group, key, namespace, length of the cell key) of a stored key."""
     (k, ns), used = loads_prefix(key[2:], 2)

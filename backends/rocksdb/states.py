@@ -21,13 +21,12 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from cachetools import LRUCache
-
 from statekit import (KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedState, ListState, MapState,
                       MsgpackSerializer, NoCurrentKeyError, ReducingState, SerializationError, StateDescriptor,
                       ValueState)
 
 from .db import Closed
+from .read_cache import ReadCache
 from .keys import SEQ_SIZE, STAMP_SIZE, decode_cell, decode_user_key, scan, stamp, stamp_of
 from .write_buffer import ListDelta, MapDelta, WriteBuffer
 
@@ -260,7 +259,7 @@ class RocksDBCellState(RocksDBState):
 
     def __init__(self, backend, descriptor, family, write_buffer) -> None:
         super().__init__(backend, descriptor, family, write_buffer)
-        self._cache = LRUCache(backend._read_cache_entries)
+        self._cache = ReadCache(backend._read_cache_entries)
         ser = descriptor.serializer
         self._check = ser.check if type(ser) is MsgpackSerializer else ser.dumps
 
@@ -275,11 +274,14 @@ class RocksDBCellState(RocksDBState):
         """The cell (value, or (value, ts) with TTL) under ``ck``, or _ABSENT."""
         cell = self._ov.get(ck, _MISS)
         if cell is _MISS:
-            cell = self._cache.get(ck, _MISS)
+            cache = self._cache
+            cell = cache.get(ck, _MISS)
             if cell is _MISS:
                 raw = self._db.get(ck)
                 cell = _ABSENT if raw is None else self._decode(raw)
-                self._cache[ck] = cell
+                cache.put(ck, cell)
+            else:
+                cache.move_to_end(ck)
         return cell
 
     def _decode(self, raw: bytes) -> Any:
@@ -314,6 +316,9 @@ class RocksDBCellState(RocksDBState):
             else:
                 batch.put(ck, dumps(cell), h)
             cache[ck] = cell
+            cache.move_to_end(ck)
+        while len(cache) > cache.maxsize:
+            cache.popitem(last=False)
 
     def _cell_out(self, ck, entries):
         return self._value_out(entries[0][1])
@@ -373,7 +378,7 @@ class RocksDBValueState(RocksDBCellState, ValueState):
             return value if visible else self._default
         cell = self._ov.get(ck, _MISS)
         if cell is _MISS:
-            cell = self._cache.get(ck, _MISS)
+            cell = self._cache.hit(ck, _MISS)
             if cell is _MISS:
                 cell = self._cell(ck)
         return self._default if cell is _ABSENT else cell
