@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from statekit.durations import to_millis
+
 from .evictors import CountEvictor, Evictor
 from .triggers import (CountTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, PurgingTrigger,
                        Trigger)

@@ -13,8 +13,8 @@ from enum import Enum
 from typing import Any
 
 from statekit import ReducingStateDescriptor, State, StateDescriptor
-
 from statekit.durations import to_millis
+
 
 
 class TriggerResult(Enum):

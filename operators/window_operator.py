@@ -17,17 +17,17 @@ from typing import Any, Iterable
 
 from statekit import (MAX_TIMESTAMP, KeyedStateBackend, ListStateDescriptor, Timer, TimerTarget,
                       ValueStateDescriptor)
+from statekit.durations import to_millis
 
 from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
 from .batching import group_by_key
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
-from statekit.durations import to_millis
 from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction
 from .merging_window_set import MergingWindowSet
 from .output import Output
-from .windows import TimeWindow
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
+from .windows import TimeWindow
 
 CONTENTS_STATE = "window-contents"
 MERGING_SET_STATE = "merging-window-set"
@@ -99,6 +99,8 @@ class WindowOperator(TimerTarget):
         self._pctx = WindowProcessContext(backend, self._svc, self.merging)
         self._key: Any = None
         self._process_fn = self.function if self.kind == _PROCESS else self.window_function
+        fn_type = type(self._process_fn)
+        self._clears_window_state = self._process_fn is not None and fn_type.clear is not ProcessWindowFunction.clear
         for fn in (self.function, self.window_function):
             if isinstance(fn, ProcessWindowFunction):
                 fn.open(KeyedStateStore(backend))
@@ -456,7 +458,7 @@ class WindowOperator(TimerTarget):
             self._purge(state_window)
             if max_ts != time:
                 self._svc.delete_event_time_timer(window, max_ts)
-            if self._process_fn is not None:
+            if self._clears_window_state:
                 self._pctx.set_window(window)
                 self._process_fn.clear(self._pctx)
             mws.retire_window(window)
@@ -588,7 +590,7 @@ class WindowOperator(TimerTarget):
         self._purge(state_window)
         self._ctx.window = window
         self.trigger.clear(window, self._ctx)
-        if self._process_fn is not None:
+        if self._clears_window_state:
             self._pctx.set_window(window)
             self._process_fn.clear(self._pctx)
         if mws is not None:

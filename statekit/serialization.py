@@ -8,6 +8,7 @@ key followed by an encoded namespace can be split again and byte prefixes select
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import msgpack
@@ -70,8 +71,28 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return dec(_unpackb(data))
 
 
+_local = threading.local()
+
+
 def _packb(obj: Any) -> bytes:
-    return msgpack.packb(obj, default=_default, strict_types=True, use_bin_type=True)
+    """Pack with a reused Packer per nesting depth (``_default`` packs nested tuples and registered
+    types re-entrantly) and per thread; creating a Packer per call costs more than the packing."""
+    pool = getattr(_local, "pool", None)
+    if pool is None:
+        pool = _local.pool = []
+        _local.depth = 0
+    depth = _local.depth
+    if depth == len(pool):
+        pool.append(msgpack.Packer(default=_default, strict_types=True, use_bin_type=True))
+    packer = pool[depth]
+    _local.depth = depth + 1
+    try:
+        return packer.pack(obj)
+    except BaseException:
+        packer.reset()
+        raise
+    finally:
+        _local.depth = depth
 
 
 def _unpackb(data: bytes) -> Any:

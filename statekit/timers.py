@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .backend import KeyedStateBackend
 
 _TS_BIAS = 1 << 63
+_NS_CACHE_LIMIT = 1 << 14
 MIN_TIMESTAMP = -(1 << 63)
 MAX_TIMESTAMP = (1 << 63) - 1
 
@@ -96,7 +97,7 @@ class InternalTimerService:
         self._processing = processing_queue
         self._watermark = MIN_TIMESTAMP
         self._processing_time = MIN_TIMESTAMP
-        self._ns_bytes = KEY_SERIALIZER.dumps
+        self._ns_bytes: dict[Any, bytes] = {}
 
     def set_target(self, target: TimerTarget) -> None:
         """Re-bind the callback object (a restored service gets its operator after restore)."""
@@ -107,7 +108,18 @@ class InternalTimerService:
         key = b.get_current_key()
         if not isinstance(timestamp, int) or not MIN_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
             raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {timestamp!r}")
-        return (timer_sort_key(timestamp, b._kg, b._kb, self._ns_bytes(namespace)), Timer(timestamp, key, namespace))
+        nsb = self._ns_bytes.get(namespace)
+        if nsb is None:
+            nsb = self._namespace_bytes(namespace)
+        return (timer_sort_key(timestamp, b._kg, b._kb, nsb), Timer(timestamp, key, namespace))
+
+    def _namespace_bytes(self, namespace: Any) -> bytes:
+        """Serialized namespace, cached: a window's timer is registered and deleted with the same namespace."""
+        cache = self._ns_bytes
+        if len(cache) >= _NS_CACHE_LIMIT:
+            cache.clear()
+        nsb = cache[namespace] = KEY_SERIALIZER.dumps(namespace)
+        return nsb
 
     def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:
         self._event.add(*self._sort_key(namespace, timestamp))
