@@ -175,7 +175,7 @@ def fill_value_state(n: int) -> dict:
             set_key(i)
             assert st.value() == (i, "payload")
         read = rate(len(sample), time.perf_counter() - t0)
-        disk = b._store.db.property_int_value("rocksdb.total-sst-files-size")
+        disk = b._store.family("state:v")[0].property_int_value("rocksdb.total-sst-files-size")
         return {"insert": insert, "read": read, "sst_bytes": disk}
     finally:
         b.close()

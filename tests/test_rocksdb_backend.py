@@ -245,6 +245,28 @@ def test_read_cache_and_overlay_are_never_stale(tmp_path_factory, ops):
         b.close()
 
 
+def test_early_writes_of_a_full_overlay_lose_nothing(make):
+    """With a 3-cell overlay, puts, adds and merges keep writing it out mid-operation."""
+    b = make(write_batch_size=3)
+    m = b.get_state(MapStateDescriptor("m"))
+    lst = b.get_state(ListStateDescriptor("l"))
+    for i in range(50):
+        b.set_current_key(i)
+        m.put("a", i)
+        m.put("b", -i)
+        lst.set_current_namespace(i % 4)
+        lst.add(i)
+    for i in range(50):
+        b.set_current_key(i)
+        assert dict(m.items()) == {"a": i, "b": -i}
+        m.remove("a")
+        lst.merge_namespaces("all", [0, 1, 2, 3])
+    for i in range(50):
+        b.set_current_key(i)
+        lst.set_current_namespace("all")
+        assert dict(m.items()) == {"b": -i} and lst.get() == [i]
+
+
 def test_list_add_does_not_read_rocksdb(make):
     b = make()
     lst = b.get_state(ListStateDescriptor("l"))

@@ -17,7 +17,7 @@ import weakref
 from typing import Any
 
 import msgpack
-from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
+from rocksdict import BlockBasedIndexType, BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
 
 from statekit import StateDescriptorError, StateError
 
@@ -47,8 +47,14 @@ def make_options(settings: dict[str, Any]) -> Options:
     cache = Cache(settings["block_cache_size"])
     table = BlockBasedOptions()
     table.set_block_cache(cache)
+    table.set_format_version(5)
     table.set_bloom_filter(10, False)
+    # Index and filter blocks live in the block cache (bounded), partitioned so that a lookup
+    # loads small partitions; only the top-level partition indexes stay pinned.
+    table.set_index_type(BlockBasedIndexType.two_level_index_search())
+    table.set_partition_filters(True)
     table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_top_level_index_and_filter(True)
     table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)

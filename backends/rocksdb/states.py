@@ -26,8 +26,8 @@ from statekit import (KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedSta
                       ValueState)
 
 from .db import Closed
-from .read_cache import ReadCache
 from .keys import SEQ_SIZE, STAMP_SIZE, decode_cell, decode_user_key, scan, stamp, stamp_of
+from .read_cache import ReadCache
 from .write_buffer import ListDelta, MapDelta, WriteBuffer
 
 if TYPE_CHECKING:
@@ -42,12 +42,11 @@ _NS_CACHE_LIMIT = 1 << 14
 class RocksDBState(InternalKeyedState):
     """Scoping (cached cell-key bytes), overlay, TTL sweep and snapshot plumbing of all kinds."""
 
-    __slots__ = ("_backend", "_name", "_db", "_cfh", "_ov", "_wb", "_limit", "_dumps", "_loads", "_kgp", "_kp",
-                 "_ns", "_nsb", "_ns_cache", "_ck", "_ttl", "_ttl_ms", "_clock", "_cleanup_n", "_cursor", "_pass_start")
+    __slots__ = ("_name", "_db", "_cfh", "_ov", "_wb", "_limit", "_dumps", "_loads", "_kgp", "_kp", "_nsb",
+                 "_ns_cache", "_ck", "_ttl", "_ttl_ms", "_clock", "_cleanup_n", "_cursor", "_pass_start")
 
     def __init__(self, backend: "RocksDBKeyedStateBackend", descriptor: StateDescriptor, family: tuple[Any, Any],
                  write_buffer: WriteBuffer) -> None:
-        self._backend = backend
         self._name = descriptor.name
         self._db, self._cfh = family
         self._ov: dict[bytes, Any] = {}
@@ -58,7 +57,6 @@ class RocksDBState(InternalKeyedState):
         self._loads: Callable[[bytes], Any] = ser.loads
         self._kgp = backend._kg_prefixes
         self._kp: bytes | None = None
-        self._ns: Any = None
         self._nsb = KEY_SERIALIZER.dumps(None)
         self._ns_cache: dict[Any, bytes] = {}
         self._ck: Any = NO_KEY
@@ -79,7 +77,6 @@ class RocksDBState(InternalKeyedState):
 
     def set_current_namespace(self, namespace: Any) -> None:
         nsb = self._ns_bytes(namespace)
-        self._ns = namespace
         self._nsb = nsb
         kp = self._kp
         self._ck = NO_KEY if kp is None else kp + nsb
@@ -274,14 +271,11 @@ class RocksDBCellState(RocksDBState):
         """The cell (value, or (value, ts) with TTL) under ``ck``, or _ABSENT."""
         cell = self._ov.get(ck, _MISS)
         if cell is _MISS:
-            cache = self._cache
-            cell = cache.get(ck, _MISS)
+            cell = self._cache.hit(ck, _MISS)
             if cell is _MISS:
                 raw = self._db.get(ck)
                 cell = _ABSENT if raw is None else self._decode(raw)
-                cache.put(ck, cell)
-            else:
-                cache.move_to_end(ck)
+                self._cache.put(ck, cell)
         return cell
 
     def _decode(self, raw: bytes) -> Any:
@@ -632,10 +626,14 @@ class RocksDBMapState(RocksDBState, MapState):
                                      f"is not a hashable, serializable value: {e}") from None
 
     def _delta(self, ck: bytes) -> MapDelta:
-        d = self._ov.get(ck)
+        """The pending delta of cell ``ck``, created empty if needed (a full overlay is written
+        *before* the new delta joins it, so the caller's changes to it are never lost)."""
+        ov = self._ov
+        d = ov.get(ck)
         if d is None:
-            d = MapDelta(False, {})
-            self._stored(ck, d)
+            if len(ov) >= self._limit:
+                self._wb.write()
+            d = ov[ck] = MapDelta(False, {})
         return d
 
     def _entries(self, ck: bytes) -> dict[bytes, bytes]:
