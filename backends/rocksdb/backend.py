@@ -18,6 +18,7 @@ from statekit import ConfigError, KeyedStateBackend, OptionSpec, StateDescriptor
 
 from .db import Closed, RocksDBStore
 from .keys import key_group_prefixes
+from .snapshot import RocksDBSnapshots
 from .states import KINDS, RocksDBState
 from .timers import RocksDBTimerQueue
 from .write_buffer import WriteBuffer
@@ -26,7 +27,7 @@ _POSITIVE = ("block_cache_size", "write_buffer_manager_size", "write_buffer_size
              "read_cache_entries", "timer_cache_size", "write_batch_size", "max_background_jobs")
 
 
-class RocksDBKeyedStateBackend(KeyedStateBackend):
+class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
     """Keyed state and timers in an embedded RocksDB, written in one WriteBatch per epoch."""
 
     name = "rocksdb"

@@ -180,6 +180,12 @@ class RocksDBStore:
         batch.put(_SEQ_KEY, sequence.to_bytes(8, "big"))
         self.db.write(batch)
 
+    def take_ownership(self) -> None:
+        """Delete the directory on close, as for one the store created (a restore's fresh copy)."""
+        self._finalizer.detach()
+        self.created = True
+        self._finalizer = weakref.finalize(self, _dispose, self._handles, self.path, True)
+
     def close(self) -> None:
         """Close the DB and delete the directory if the store created it (idempotent)."""
         self._families.clear()

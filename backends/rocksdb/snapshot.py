@@ -16,8 +16,7 @@ import operator
 import os
 import shutil
 import tempfile
-import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgpack
 from rocksdict import Checkpoint
@@ -27,21 +26,23 @@ from statekit import (AggregateFunction, AggregatingStateDescriptor, ListStateDe
                       wall_clock_ms)
 from statekit.checkpoint import NATIVE, SnapshotReader, SnapshotWriter
 
-from .backend import RocksDBKeyedStateBackend
-from .db import _META_STATE, _dispose
+from .db import _META_STATE
 from .keys import scan
+
+if TYPE_CHECKING:
+    from .backend import RocksDBKeyedStateBackend
 
 _ROLES = ("sst", "db")
 
 
-def _sequence(self: RocksDBKeyedStateBackend) -> tuple:
+def _sequence(self: "RocksDBKeyedStateBackend") -> tuple:
     """What identifies the backend's content: RocksDB's last sequence number and the timer clocks."""
     clocks = {name: (svc.current_watermark(), svc.current_processing_time())
               for name, svc in self._timer_services.items()}
     return self._store.db.latest_sequence_number(), clocks
 
 
-def snapshot_incremental(self: RocksDBKeyedStateBackend, writer: SnapshotWriter) -> dict[str, Any]:
+def _snapshot_incremental(self: "RocksDBKeyedStateBackend", writer: SnapshotWriter) -> dict[str, Any]:
     """Checkpoint the DB and upload what the base snapshot does not have."""
     self.flush()
     store = self._store
@@ -79,8 +80,8 @@ def snapshot_incremental(self: RocksDBKeyedStateBackend, writer: SnapshotWriter)
             "state_entries": estimates, "state_entries_estimated": True}
 
 
-def restore_incremental(cls: type[RocksDBKeyedStateBackend], reader: SnapshotReader, config: StateConfig,
-                        key_groups: range, time_provider: Callable[[], int]) -> RocksDBKeyedStateBackend:
+def _restore_incremental(cls: type, reader: SnapshotReader, config: StateConfig,
+                         key_groups: range, time_provider: Callable[[], int]) -> "RocksDBKeyedStateBackend":
     """Download the snapshot's files into a fresh local directory and open the backend on it."""
     kgs = key_groups
     if config.local_dir is None:
@@ -102,11 +103,8 @@ def restore_incremental(cls: type[RocksDBKeyedStateBackend], reader: SnapshotRea
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    if owned:  # delete the directory on close, as for a directory the backend created itself
-        store = backend._store
-        store._finalizer.detach()
-        store.created = True
-        store._finalizer = weakref.finalize(store, _dispose, store._handles, target, True)
+    if owned:
+        backend._store.take_ownership()
     for name, t in reader.manifest.snapshot.get("timers", {}).items():
         backend.timer_service(name, None).restore_time(t["watermark"], t["processing_time"])
     backend._ckpt_sequence = _sequence(backend)
@@ -133,10 +131,9 @@ def _descriptor(name: str, kind: str, ttl: bool):
     return desc.enable_time_to_live(_EXPORT_TTL) if ttl else desc
 
 
-def export_logical(cls: type[RocksDBKeyedStateBackend], reader: SnapshotReader, config: StateConfig,
-                   key_groups: range) -> dict:
+def _export_logical(cls: type, reader: SnapshotReader, config: StateConfig, key_groups: range) -> dict:
     """The logical snapshot of a RocksDB snapshot: every stored state, whether registered or not."""
-    backend = restore_incremental(cls, reader, config, key_groups, wall_clock_ms)
+    backend = _restore_incremental(cls, reader, config, key_groups, wall_clock_ms)
     try:
         for k, v in list(scan(backend._store.db, _META_STATE)):
             kind, ttl = msgpack.unpackb(v)
@@ -146,14 +143,17 @@ def export_logical(cls: type[RocksDBKeyedStateBackend], reader: SnapshotReader, 
         backend.close()
 
 
-def unchanged_since_snapshot(self: RocksDBKeyedStateBackend) -> bool:
-    """True when nothing was written (pending or in RocksDB) and no timer clock moved since the
-    last snapshot or restore (fast path)."""
-    return (not any(st._ov for st in self._states.values())
-            and getattr(self, "_ckpt_sequence", None) == _sequence(self))
+class RocksDBSnapshots:
+    """The checkpoint hooks of the RocksDB backend (mixed into RocksDBKeyedStateBackend)."""
 
+    _ckpt_sequence: tuple | None = None
+    """``_sequence`` at the last snapshot or restore."""
 
-RocksDBKeyedStateBackend.snapshot_incremental = snapshot_incremental
-RocksDBKeyedStateBackend.restore_incremental = classmethod(restore_incremental)
-RocksDBKeyedStateBackend.export_logical = classmethod(export_logical)
-RocksDBKeyedStateBackend.unchanged_since_snapshot = unchanged_since_snapshot
+    snapshot_incremental = _snapshot_incremental
+    restore_incremental = classmethod(_restore_incremental)
+    export_logical = classmethod(_export_logical)
+
+    def unchanged_since_snapshot(self) -> bool:
+        """True when nothing was written (pending or in RocksDB) and no timer clock moved since the
+        last snapshot or restore (fast path)."""
+        return not any(st._ov for st in self._states.values()) and self._ckpt_sequence == _sequence(self)
