@@ -10,6 +10,7 @@ from .assigners import (DynamicEventTimeSessionWindows, DynamicProcessingTimeSes
                         WindowAssigner, count_window)
 from .evictors import CountEvictor, Evictor, TimeEvictor, TimestampedValue
 from .functions import KeyedProcessFunction, ProcessWindowFunction
+from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, InvalidRecord, InvalidRecordError
 from .keyed_process import KeyedProcessOperator
 from .merging_window_set import MergingWindowSet
 from .output import Output
@@ -21,8 +22,8 @@ from .windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow
 __all__ = [
     "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountEvictor", "CountTrigger",
     "DynamicEventTimeSessionWindows", "DynamicProcessingTimeSessionWindows", "EventTimeSessionWindows",
-    "EventTimeTrigger", "Evictor", "GLOBAL_WINDOW", "GlobalWindow", "GlobalWindows", "KeyedProcessFunction",
-    "KeyedProcessOperator", "MergingWindowAssigner", "MergingWindowSet", "NeverTrigger", "Output",
+    "EventTimeTrigger", "Evictor", "GLOBAL_WINDOW", "GlobalWindow", "GlobalWindows", "InvalidRecord", "InvalidRecordError", "KeyedProcessFunction",
+    "KeyedProcessOperator", "MAX_EVENT_TIMESTAMP", "MIN_EVENT_TIMESTAMP", "MergingWindowAssigner", "MergingWindowSet", "NeverTrigger", "Output",
     "ProcessWindowFunction", "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger",
     "SlidingEventTimeWindows", "SlidingProcessingTimeWindows", "TimeEvictor", "TimeWindow", "TimestampedValue",
     "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner",

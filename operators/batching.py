@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, error, timestamp_problem
+
+Record = tuple[Any, Any, int | None]
+OnInvalid = Callable[[Record, str, str], None]
 
 
-def group_by_key(records: Iterable[tuple[Any, Any, int | None]]) -> dict[Any, list[tuple[Any, Any, int | None]]]:
+def _raise(record: Record, field: str, reason: str) -> None:
+    raise error(record, field, reason)
+
+
+def group_by_key(records: Iterable[Record], on_invalid: OnInvalid = _raise,
+                 event_time: bool = False) -> dict[Any, list[Record]]:
     """``{key: [(key, value, timestamp), ...]}`` with keys in order of first appearance; the record
-    tuples themselves are kept (no per-record allocation)."""
+    tuples themselves are kept (no per-record allocation). Records with an unhashable key, or with
+    ``event_time`` a bad timestamp, go to ``on_invalid(record, field, reason)`` (default: raise
+    InvalidRecordError) before any state is touched."""
     groups: dict[Any, list] = {}
     get = groups.get
+    lo, hi = MIN_EVENT_TIMESTAMP, MAX_EVENT_TIMESTAMP
     for rec in records:
-        g = get(rec[0])
+        if event_time:
+            ts = rec[2]
+            if type(ts) is not int or not lo <= ts <= hi:
+                on_invalid(rec, "timestamp", timestamp_problem(ts))
+                continue
+        try:
+            g = get(rec[0])
+        except TypeError:
+            on_invalid(rec, "key", f"key of type {type(rec[0]).__name__} is not hashable (use a tuple, not a list)")
+            continue
         if g is None:
             groups[rec[0]] = [rec]
         else:

@@ -84,6 +84,10 @@ class TimerBuffer:
                 svc.delete_processing_time_timer(ns, ts)
         pending.clear()
 
+    def discard(self) -> None:
+        """Forget the buffered operations (processing the key failed)."""
+        self._pending.clear()
+
 
 class Instant(int):
     """A timestamp that can also be called, so ``ctx.current_watermark`` and PyFlink's

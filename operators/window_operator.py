@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Iterable
 
-from statekit import (MAX_TIMESTAMP, KeyedStateBackend, ListStateDescriptor, Timer, TimerTarget,
+from statekit import (MAX_TIMESTAMP, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer, TimerTarget,
                       ValueStateDescriptor)
 from statekit.durations import to_millis
 
@@ -24,6 +24,7 @@ from .batching import group_by_key
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction
+from .invalid import InvalidRecord, error
 from .merging_window_set import MergingWindowSet
 from .output import Output
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
@@ -50,11 +51,17 @@ def _function_kind(function: Any) -> str:
 
 class WindowOperator(TimerTarget):
     """Windows a keyed stream: assigner + trigger (+ evictor) + function, with allowed lateness and a
-    side output for late elements (``late_output_tag=None`` drops and counts them instead)."""
+    side output for late elements (``late_output_tag=None`` drops and counts them instead).
+
+    Invalid records (see ``operators.invalid``) raise ``InvalidRecordError``, or go to the
+    ``invalid_output_tag`` side output as ``InvalidRecord`` and are counted in ``metrics["invalid"]``.
+    An exception out of ``process_batch`` fails the epoch: restore the backend from the last
+    committed checkpoint before going on (``CheckpointStore.restore`` notices the changed state)."""
 
     def __init__(self, assigner: WindowAssigner, function: Any, window_function: ProcessWindowFunction | None = None,
                  trigger: Trigger | None = None, evictor: Evictor | None = None,
-                 allowed_lateness: int | timedelta | str = 0, late_output_tag: str | None = "late") -> None:
+                 allowed_lateness: int | timedelta | str = 0, late_output_tag: str | None = "late",
+                 invalid_output_tag: str | None = None) -> None:
         if not isinstance(assigner, WindowAssigner):
             raise TypeError(f"assigner must be a WindowAssigner, got {type(assigner).__name__}")
         self.assigner = assigner
@@ -70,6 +77,7 @@ class WindowOperator(TimerTarget):
         if self.allowed_lateness < 0:
             raise ValueError(f"allowed_lateness must be >= 0, got {self.allowed_lateness}")
         self.late_output_tag = late_output_tag
+        self.invalid_output_tag = invalid_output_tag
         self.merging = isinstance(assigner, MergingWindowAssigner)
         if self.merging and not self.trigger.can_merge():
             raise ValueError(f"{self.trigger!r} cannot be used with the merging assigner {assigner!r}: it does not support merging")
@@ -77,7 +85,8 @@ class WindowOperator(TimerTarget):
         self._sessions_fast = (self.merging and assigner.merges_intersecting_time_windows and self.event_time
                                and type(self.trigger) is EventTimeTrigger and self.evictor is None
                                and self.kind != _PROCESS)
-        self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0}
+        self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
+                                    "invalid": 0}
         self._backend: KeyedStateBackend | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -136,15 +145,26 @@ class WindowOperator(TimerTarget):
 
     # -- elements ------------------------------------------------------------------------------
     def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
-        self._backend.set_current_key(key)
-        self._process_key(key, [(key, value, timestamp)])
+        self.process_batch([(key, value, timestamp)])
 
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records at the current watermark, grouped per key (same output as one by one)."""
         set_key = self._backend.set_current_key
-        for key, items in group_by_key(records).items():
-            set_key(key)
+        for key, items in group_by_key(records, self._invalid, self.event_time).items():
+            try:
+                set_key(key)
+            except InvalidKeyError as e:
+                for rec in items:
+                    self._invalid(rec, "key", str(e))
+                continue
             self._process_key(key, items)
+
+    def _invalid(self, record: tuple, field: str, reason: str) -> None:
+        """A record that cannot be processed: raise, or side-output and count it."""
+        if self.invalid_output_tag is None:
+            raise error(record, field, reason)
+        self.metrics["invalid"] += 1
+        self._output.side_output(self.invalid_output_tag, InvalidRecord(*record, field, reason), None)
 
     def _process_key(self, key: Any, items: list) -> None:
         self.metrics["records_in"] += len(items)
@@ -166,6 +186,13 @@ class WindowOperator(TimerTarget):
                     self._element(value, ts)
             self._flush_accumulators()
             timers.flush()
+        except BaseException as e:
+            # nothing buffered for this key may leak into the next one
+            self._accs.clear()
+            self._dirty.clear()
+            timers.discard()
+            e.add_note(f"while processing the records of key {key!r}")
+            raise
         finally:
             timers.buffering = False
             timers.known = None

@@ -104,3 +104,21 @@ def new_factory(tmp_path: Path) -> Iterator[Callable[..., BackendFactory]]:
 def backend(make_backend: BackendFactory) -> KeyedStateBackend:
     """A backend serving every key group of the default max parallelism, on the manual clock."""
     return make_backend()
+
+
+# -- Spark (issue 6) ---------------------------------------------------------------------------
+# One SparkContext per process: the shared local session lives for the whole test session; tests
+# on Spark's local-cluster master run the CLI in a subprocess (see tests/test_spark_cluster.py).
+
+SPARK_MASTER = "local[2,4]"  # two cores; a failed task is retried up to 4 times, as on a cluster
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The shared local SparkSession (UI off, few shuffle partitions)."""
+    from statekit.spark import spark_session
+
+    session = spark_session(SPARK_MASTER, {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+                            app_name="statekit-tests")
+    yield session
+    session.stop()

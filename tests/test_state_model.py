@@ -22,6 +22,8 @@ from statekit import (KEY_SERIALIZER, AggregateFunction, AggregatingStateDescrip
 
 TTL_MS = 100
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# each pair example opens several backends (a RocksDB open costs ~0.1 s here): fewer, still focused programs
+PAIR_SETTINGS = settings(SETTINGS, max_examples=30)
 
 KEYS = ["a", 1, ("t", 2)]
 NAMESPACES = [None, ("w", 0, 10), 3]
@@ -428,7 +430,7 @@ PAIRS = list(product(available_backends(), repeat=2))
 
 
 @pytest.mark.parametrize("first,second", PAIRS, ids=[f"{a}-then-{b}" for a, b in PAIRS])
-@SETTINGS
+@PAIR_SETTINGS
 @given(program=PROGRAMS, split=st.integers(0, 100))
 def test_backends_agree_after_restore(first, second, new_factory, program, split):
     backend_class(first)

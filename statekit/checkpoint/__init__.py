@@ -20,26 +20,26 @@ logical snapshot; a native restore is used when backend and range match.
 
 Per epoch, the Spark integration calls::
 
-    store = CheckpointStore(uri, retain=3)
+    store = CheckpointStore(uri, retain=3, retry=RetryPolicy(attempts=5, backoff_ms=200))
     r = store.restore(operator_id, config, key_groups, epoch=last_committed_epoch, backend=kept_backend)
     ...process the epoch with r.backend...
     store.commit(operator_id, epoch, r.backend, metadata={"watermark": wm, ...})
 """
 
 from .codec import decode, encode
-from .errors import CheckpointError, CorruptCheckpointError, NoCheckpointError
+from .errors import CheckpointError, CheckpointUnavailableError, CorruptCheckpointError, NoCheckpointError
 from .inspect import (CheckpointInfo, EpochInfo, OperatorInfo, PartitionInfo, format_report, inspect_checkpoint,
                       main_inspect, read_state)
 from .manifest import LOGICAL, NATIVE, FileEntry, Manifest, manifest_path, partition_dir, partition_name
 from .policy import CheckpointPolicy
-from .storage import Storage, StoredFile
+from .storage import RetryPolicy, Storage, StoredFile
 from .store import CheckpointBase, CheckpointStore, Committed, Restored
 from .transfer import SnapshotReader, SnapshotWriter
 
 __all__ = [
-    "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointPolicy", "CheckpointStore", "Committed",
-    "CorruptCheckpointError", "EpochInfo", "FileEntry", "LOGICAL", "Manifest", "NATIVE", "NoCheckpointError",
-    "OperatorInfo", "PartitionInfo", "Restored", "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile",
-    "decode", "encode", "format_report", "inspect_checkpoint", "main_inspect", "manifest_path", "partition_dir",
-    "partition_name", "read_state",
+    "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointPolicy", "CheckpointStore",
+    "CheckpointUnavailableError", "Committed", "CorruptCheckpointError", "EpochInfo", "FileEntry", "LOGICAL",
+    "Manifest", "NATIVE", "NoCheckpointError", "OperatorInfo", "PartitionInfo", "Restored", "RetryPolicy",
+    "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile", "decode", "encode", "format_report",
+    "inspect_checkpoint", "main_inspect", "manifest_path", "partition_dir", "partition_name", "read_state",
 ]

@@ -15,3 +15,7 @@ class CorruptCheckpointError(CheckpointError):
 
 class NoCheckpointError(CheckpointError):
     """No committed epoch matches the request (nothing committed yet, or the epoch is not retained)."""
+
+
+class CheckpointUnavailableError(CheckpointError):
+    """The checkpoint location kept failing (I/O errors) through every attempt of the retry policy."""

@@ -4,18 +4,27 @@ Paths handed to it are relative to the location's root and always use ``/``. Com
 file atomically is the one operation that differs per filesystem: where ``rename`` is atomic
 (local disks, HDFS) a temp file is renamed over the final name; on object stores a single put is
 atomic by itself, so the file is written in place.
+
+Every filesystem call is retried under a ``RetryPolicy`` (a location that is unavailable for a
+while: network blips, throttling): exponential backoff between attempts, and after the last one
+a ``CheckpointUnavailableError`` naming the location, the operation and the path. A missing file
+is an answer, not a fault: ``FileNotFoundError`` is never retried.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Callable, TypeVar
 
 import pyarrow.fs as pafs
 
-from .errors import CheckpointError
+from .errors import CheckpointError, CheckpointUnavailableError
+
+T = TypeVar("T")
 
 _CHUNK = 1 << 20
 _RENAME_ATOMIC = frozenset({"local", "hdfs"})
@@ -30,10 +39,33 @@ class StoredFile:
     mtime: datetime | None
 
 
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """``attempts`` tries per filesystem operation (>= 1), sleeping ``backoff_ms`` after the first
+    failure, multiplied by ``multiplier`` after each further one, at most ``max_backoff_ms``."""
+
+    attempts: int = 5
+    backoff_ms: int = 200
+    multiplier: float = 2.0
+    max_backoff_ms: int = 10_000
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attempts, int) or self.attempts < 1:
+            raise CheckpointError(f"retry attempts must be an int >= 1, got {self.attempts!r}")
+        if self.backoff_ms < 0 or self.max_backoff_ms < 0 or self.multiplier < 1:
+            raise CheckpointError(f"retry backoff must be >= 0 ms with a multiplier >= 1, got backoff_ms="
+                                  f"{self.backoff_ms!r}, multiplier={self.multiplier!r}, max_backoff_ms={self.max_backoff_ms!r}")
+
+    def delays_ms(self) -> list[float]:
+        """The sleeps between the attempts."""
+        return [min(self.backoff_ms * self.multiplier ** i, self.max_backoff_ms) for i in range(self.attempts - 1)]
+
+
 class Storage:
     """Read, write, list and delete files below one root on a pyarrow filesystem."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, retry: RetryPolicy | None = None) -> None:
         if not isinstance(uri, str) or not uri:
             raise CheckpointError(f"checkpoint location must be a non-empty path or URI, got {uri!r}")
         try:
@@ -47,6 +79,22 @@ class Storage:
         self.fs = fs
         self.root = root.rstrip("/") or "/"
         self.rename_is_atomic = fs.type_name in _RENAME_ATOMIC
+        self.retry = retry if retry is not None else RetryPolicy()
+
+    def _do(self, operation: str, rel: str, call: Callable[[], T]) -> T:
+        """``call()`` under the retry policy; FileNotFoundError passes through at once."""
+        for delay in [*self.retry.delays_ms(), None]:
+            try:
+                return call()
+            except FileNotFoundError:
+                raise
+            except OSError as e:  # pyarrow reports I/O failures of every filesystem as OSError
+                if delay is None:
+                    raise CheckpointUnavailableError(
+                        f"checkpoint location {self.uri!r}: {operation} {rel or '/'!r} failed after "
+                        f"{self.retry.attempts} attempts: {e}") from e
+                self.retry.sleep(delay / 1000)
+        raise CheckpointError("retry policy without attempts")  # unreachable: attempts >= 1
 
     def full_path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
@@ -57,14 +105,18 @@ class Storage:
             self.fs.create_dir(parent, recursive=True)
 
     def read(self, rel: str) -> bytes:
-        with self.fs.open_input_stream(self.full_path(rel)) as f:
-            return f.read()
+        def call() -> bytes:
+            with self.fs.open_input_stream(self.full_path(rel)) as f:
+                return f.read()
+        return self._do("read", rel, call)
 
     def write(self, rel: str, data: bytes) -> None:
         """Write ``data`` to ``rel`` (a name no one else writes: attempt-unique or content-addressed)."""
-        self._parent(rel)
-        with self.fs.open_output_stream(self.full_path(rel)) as f:
-            f.write(data)
+        def call() -> None:
+            self._parent(rel)
+            with self.fs.open_output_stream(self.full_path(rel)) as f:
+                f.write(data)
+        self._do("write", rel, call)
 
     def commit(self, rel: str, data: bytes, tmp_rel: str) -> None:
         """Make ``rel`` hold ``data`` atomically: readers see the old file or the whole new one."""
@@ -72,39 +124,32 @@ class Storage:
             self.write(rel, data)
             return
         self.write(tmp_rel, data)
-        self._parent(rel)
-        self.fs.move(self.full_path(tmp_rel), self.full_path(rel))
+        self.move(tmp_rel, rel)
 
     def move(self, src_rel: str, dst_rel: str) -> None:
-        self._parent(dst_rel)
-        self.fs.move(self.full_path(src_rel), self.full_path(dst_rel))
+        def call() -> None:
+            self._parent(dst_rel)
+            self.fs.move(self.full_path(src_rel), self.full_path(dst_rel))
+        self._do("move", f"{src_rel} -> {dst_rel}", call)
 
     def upload(self, local_path: str, rel: str) -> tuple[int, str]:
         """Copy a local file to ``rel``; returns its size and sha256 (hex), computed while copying."""
-        self._parent(rel)
-        h = hashlib.sha256()
-        size = 0
-        with open(local_path, "rb") as src, self.fs.open_output_stream(self.full_path(rel)) as dst:
-            while chunk := src.read(_CHUNK):
-                h.update(chunk)
-                dst.write(chunk)
-                size += len(chunk)
-        return size, h.hexdigest()
+        def call() -> tuple[int, str]:
+            self._parent(rel)
+            with open(local_path, "rb") as src, self.fs.open_output_stream(self.full_path(rel)) as dst:
+                return _copy(src, dst)
+        return self._do("upload", rel, call)
 
     def download(self, rel: str, local_path: str) -> tuple[int, str]:
         """Copy ``rel`` to a local file; returns its size and sha256 (hex), computed while copying."""
-        h = hashlib.sha256()
-        size = 0
-        with self.fs.open_input_stream(self.full_path(rel)) as src, open(local_path, "wb") as dst:
-            while chunk := src.read(_CHUNK):
-                h.update(chunk)
-                dst.write(chunk)
-                size += len(chunk)
-        return size, h.hexdigest()
+        def call() -> tuple[int, str]:
+            with self.fs.open_input_stream(self.full_path(rel)) as src, open(local_path, "wb") as dst:
+                return _copy(src, dst)
+        return self._do("download", rel, call)
 
     def info(self, rel: str) -> StoredFile | None:
         """The file at ``rel``, or None when there is none."""
-        fi = self.fs.get_file_info(self.full_path(rel))
+        fi = self._do("stat", rel, lambda: self.fs.get_file_info(self.full_path(rel)))
         if fi.type != pafs.FileType.File:
             return None
         return StoredFile(rel, fi.size, fi.mtime)
@@ -112,24 +157,36 @@ class Storage:
     def list_dirs(self, rel: str) -> list[str]:
         """Names of the directories directly below ``rel`` (none when it does not exist)."""
         sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True)
-        return sorted(fi.base_name for fi in self.fs.get_file_info(sel) if fi.type == pafs.FileType.Directory)
+        infos = self._do("list", rel, lambda: self.fs.get_file_info(sel))
+        return sorted(fi.base_name for fi in infos if fi.type == pafs.FileType.Directory)
 
     def list_files(self, rel: str) -> list[StoredFile]:
         """Every file below ``rel``, recursively, with paths relative to the root."""
         sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=True)
         cut = len(self.root) + 1
-        return [StoredFile(fi.path[cut:], fi.size, fi.mtime) for fi in self.fs.get_file_info(sel)
-                if fi.type == pafs.FileType.File]
+        infos = self._do("list", rel, lambda: self.fs.get_file_info(sel))
+        return [StoredFile(fi.path[cut:], fi.size, fi.mtime) for fi in infos if fi.type == pafs.FileType.File]
 
     def delete(self, rel: str) -> None:
         """Delete a file; a file already gone is fine (another GC got there first)."""
         try:
-            self.fs.delete_file(self.full_path(rel))
+            self._do("delete", rel, lambda: self.fs.delete_file(self.full_path(rel)))
         except FileNotFoundError:
             pass
 
     def delete_dir(self, rel: str) -> None:
         try:
-            self.fs.delete_dir(self.full_path(rel))
+            self._do("delete directory", rel, lambda: self.fs.delete_dir(self.full_path(rel)))
         except FileNotFoundError:
             pass
+
+
+def _copy(src, dst) -> tuple[int, str]:
+    """Copy stream to stream in chunks; returns the size and sha256 (hex) of what was copied."""
+    h = hashlib.sha256()
+    size = 0
+    while chunk := src.read(_CHUNK):
+        h.update(chunk)
+        dst.write(chunk)
+        size += len(chunk)
+    return size, h.hexdigest()

@@ -26,13 +26,14 @@ from typing import Any, Callable, Iterable
 
 from ..backend import KeyedStateBackend
 from ..config import StateConfig
+from ..errors import StateError
 from ..registry import backend_class, create_backend, wall_clock_ms
 from .codec import decode, encode
 from .errors import CheckpointError, NoCheckpointError
 from .manifest import (LOGICAL, MANIFEST_NAME, NATIVE, Manifest, check_operator, epoch_dir, manifest_path,
                        parse_epoch, parse_partition, partition_dir, partition_name)
 from .policy import CheckpointPolicy
-from .storage import Storage
+from .storage import RetryPolicy, Storage
 from .transfer import SnapshotReader, SnapshotWriter
 
 
@@ -79,8 +80,9 @@ class Restored:
 class CheckpointStore:
     """Snapshots of keyed-state backends at a checkpoint location (path or any pyarrow URI)."""
 
-    def __init__(self, uri: str, policy: CheckpointPolicy | None = None, **policy_options: Any) -> None:
-        self.storage = Storage(uri)
+    def __init__(self, uri: str, policy: CheckpointPolicy | None = None, *, retry: RetryPolicy | None = None,
+                 **policy_options: Any) -> None:
+        self.storage = Storage(uri, retry)
         self.policy = policy if policy is not None else CheckpointPolicy(**policy_options)
         self.location = f"{self.storage.fs.type_name}:{self.storage.root}"
 
@@ -158,11 +160,17 @@ class CheckpointStore:
         writer = SnapshotWriter(self.storage, operator_id, kgs, epoch, attempt,
                                 self._base(base_ref, operator_id, kgs, epoch), self.policy, full)
         hook = None if logical else getattr(backend, "snapshot_incremental", None)
-        if hook is not None:
-            section, kind = hook(writer), NATIVE
-        else:
-            writer.write("logical.skz", encode(backend.snapshot_logical()), "logical")
-            section, kind = {"incremental": False}, LOGICAL
+        try:
+            if hook is not None:
+                section, kind = hook(writer), NATIVE
+            else:
+                writer.write("logical.skz", encode(backend.snapshot_logical()), "logical")
+                section, kind = {"incremental": False}, LOGICAL
+        except StateError:
+            raise
+        except Exception as e:  # a backend's own I/O error (e.g. RocksDB's local files gone)
+            raise CheckpointError(f"operator {operator_id!r} epoch {epoch} partition {partition_name(kgs)}: "
+                                  f"snapshot of the {backend.name} backend failed: {e}") from e
         manifest = Manifest(operator_id, epoch, kgs, backend.max_parallelism, backend.name, kind, attempt,
                             wall_clock_ms(), list(writer.files), section, metadata, _stats(backend, section))
         manifest.stats["seconds"] = round(time.perf_counter() - t0, 6)
@@ -217,7 +225,7 @@ class CheckpointStore:
         if backend is not None:
             if not sources and _is_fresh(backend, config, kgs):
                 return Restored(backend, None)
-            backend.close()
+            _discard(backend)
         if not sources:
             return Restored(create_backend(config, kgs, time_provider), None)
         if config.max_parallelism != sources[0].max_parallelism:
@@ -242,7 +250,7 @@ class CheckpointStore:
         ref = backend.checkpoint_base
         m = sources[0]
         unchanged = getattr(backend, "unchanged_since_snapshot", None)
-        return (len(sources) == 1 and not backend._closed and backend.name == config.backend
+        return (len(sources) == 1 and _usable(backend) and backend.name == config.backend
                 and backend.key_groups == kgs and unchanged is not None
                 and ref == CheckpointBase(self.location, m.operator, kgs, m.epoch, m.attempt) and unchanged())
 
@@ -263,6 +271,26 @@ class CheckpointStore:
                 return source.snapshot_logical()
             finally:
                 source.close()
+
+    def rollback(self, operator_id: str, epoch: int) -> list[str]:
+        """Forget every committed epoch after ``epoch`` of every partition of ``operator_id``
+        (after restoring an earlier epoch because a later one is corrupt), so the re-run epochs
+        commit afresh; files only they referenced are deleted too (a damaged content-addressed
+        file would otherwise be reused). Call it with no attempt of the operator in flight."""
+        deleted = []
+        for part in self.partitions(operator_id):
+            epochs = self.epochs(operator_id, part)
+            for e in (e for e in epochs if e > epoch):
+                path = manifest_path(operator_id, part, e)
+                self.storage.delete(path)
+                deleted.append(path)
+            kept = [self.manifest(operator_id, part, e) for e in epochs if e <= epoch]
+            referenced = {f.path for m in kept for f in m.files} | {m.path for m in kept}
+            for f in self.storage.list_files(partition_dir(operator_id, part)):
+                if f.path not in referenced:
+                    self.storage.delete(f.path)
+                    deleted.append(f.path)
+        return deleted
 
     # -- retention -----------------------------------------------------------------------------
     def gc(self, operator_id: str, key_groups: range) -> list[str]:
@@ -338,8 +366,24 @@ def _cover(key_groups: range, parts: list[range]) -> list[range] | None:
     return chosen
 
 
+def _usable(backend: KeyedStateBackend) -> bool:
+    """Open, and its local directory (if it has one) still there: not deleted under the worker."""
+    local = getattr(backend, "local_dir", None)
+    return not backend._closed and (local is None or os.path.isdir(local))
+
+
+def _discard(backend: KeyedStateBackend) -> None:
+    """Close a kept backend that a restore replaces. When its local directory is gone, closing may
+    fail; that is ignored: its committed state is in the checkpoint and the rest is dropped anyway."""
+    try:
+        backend.close()
+    except Exception:
+        if _usable(backend):
+            raise
+
+
 def _is_fresh(backend: KeyedStateBackend, config: StateConfig, kgs: range) -> bool:
-    return (not backend._closed and backend.name == config.backend and backend.key_groups == kgs
+    return (_usable(backend) and backend.name == config.backend and backend.key_groups == kgs
             and backend.checkpoint_base is None and backend.num_entries() == 0)
 
 

@@ -1,0 +1,158 @@
+"""Helpers shared by the bench parts: isolated runs with process-tree peak RSS, timing, progress,
+the generated clickstream and the sum+count aggregate of the session benchmarks."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import resource
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import psutil
+from tqdm import tqdm
+
+from statekit import AggregateFunction
+from statekit.clickstream import Click, generate_clickstream
+
+MIB = 1 << 20
+GAP_MS = 30_000
+"""Session gap of the session-window benchmarks (windows, spark)."""
+DISORDER_MS = 5_000
+"""Bounded disorder of the generated clickstream: events arrive up to this late."""
+
+PYTHON, JVM, WORKERS = "python", "jvm", "python workers"
+"""Roles in a process tree: the benchmark process itself, a Java child (Spark's driver JVM), and any
+other descendant (Spark's Python workers, forked by the JVM's daemon)."""
+
+
+@dataclass
+class PeakRSS:
+    """Peak resident memory of a process tree, sampled: the whole tree and each role."""
+
+    total: int = 0
+    by_role: dict[str, int] = field(default_factory=dict)
+
+    def mib(self, role: str | None = None) -> float:
+        return (self.total if role is None else self.by_role.get(role, 0)) / MIB
+
+
+class TreeSampler(threading.Thread):
+    """Samples the RSS of ``pid`` and all its descendants every ``interval`` seconds until stopped;
+    keeps the peak of the sum over the tree and of each role's sum."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.root, self.interval = psutil.Process(pid), interval
+        self.peak = PeakRSS()
+        self._stop_event = threading.Event()
+        self._roles: dict[int, str] = {}
+
+    def _role(self, p: psutil.Process) -> str:
+        role = self._roles.get(p.pid)
+        if role is None:
+            role = PYTHON if p.pid == self.root.pid else JVM if p.name().startswith("java") else WORKERS
+            self._roles[p.pid] = role
+        return role
+
+    def sample(self) -> None:
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return
+        sums: dict[str, int] = {}
+        for p in procs:
+            try:
+                role = self._role(p)
+                sums[role] = sums.get(role, 0) + p.memory_info().rss
+            except psutil.Error:  # exited between listing and reading
+                continue
+        self.peak.total = max(self.peak.total, sum(sums.values()))
+        for role, rss in sums.items():
+            self.peak.by_role[role] = max(self.peak.by_role.get(role, 0), rss)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> PeakRSS:
+        self._stop_event.set()
+        self.join()
+        return self.peak
+
+
+def _isolated_child(conn: Any, fn: Callable, args: tuple, kwargs: dict) -> None:
+    try:
+        result = fn(*args, **kwargs)
+        conn.send(("ok", result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+    except BaseException as e:  # report any failure to the parent instead of hanging it
+        conn.send(("error", f"{type(e).__name__}: {e}", 0))
+    finally:
+        conn.close()
+
+
+def run_isolated(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, PeakRSS]:
+    """Run module-level ``fn`` in a fresh process; returns its result and the peak RSS of that process
+    and its descendants (sampled; the process's own peak also from ``getrusage``, which is exact)."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_isolated_child, args=(child, fn, args, kwargs))
+    proc.start()
+    child.close()
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
+    try:
+        status, result, own_peak = parent.recv()
+    except EOFError:
+        proc.join()
+        raise RuntimeError(f"benchmark child for {fn.__name__} died with exit code {proc.exitcode}") from None
+    finally:
+        peak = sampler.stop()
+    proc.join()
+    if status != "ok":
+        raise RuntimeError(f"benchmark child for {fn.__name__} failed: {result}")
+    peak.by_role[PYTHON] = max(peak.by_role.get(PYTHON, 0), own_peak)
+    peak.total = max(peak.total, own_peak)
+    return result, peak
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and its wall seconds, after a full garbage collection (so no side pays for another's garbage)."""
+    gc.collect()
+    t0 = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - t0
+
+
+def rate(count: int, seconds: float) -> float:
+    """Operations per second, guarding against a zero-length timing."""
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def progress(iterable: Iterable, total: int | None = None, desc: str = "") -> Iterable:
+    """A tqdm progress bar on stderr."""
+    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False, mininterval=0.5)
+
+
+def clicks(n_events: int, n_keys: int) -> list[Click]:
+    """The benchmarks' clickstream: ``n_events`` clicks of ``n_keys`` users, disorder up to ``DISORDER_MS``."""
+    return generate_clickstream(n_events, n_keys, max_disorder_ms=DISORDER_MS)
+
+
+class SumCount(AggregateFunction):
+    """(sum, count) of the values added: the per-session aggregate of the window benchmarks."""
+
+    def create_accumulator(self) -> tuple[int, int]:
+        return (0, 0)
+
+    def add(self, value: int, accumulator: tuple[int, int]) -> tuple[int, int]:
+        return (accumulator[0] + value, accumulator[1] + 1)
+
+    def merge(self, acc_a: tuple[int, int], acc_b: tuple[int, int]) -> tuple[int, int]:
+        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
+
+    def get_result(self, accumulator: tuple[int, int]) -> tuple[int, int]:
+        return accumulator

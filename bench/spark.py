@@ -1,0 +1,298 @@
+"""End to end on Spark (local[2]): statekit sessionize (heap, rocksdb) next to Spark's native
+streaming ``session_window`` and the same sessionization written with ``transformWithStateInPandas``.
+
+One generated clickstream per user count, written as 10 parquet files (one file per epoch /
+micro-batch, ``maxFilesPerTrigger=1``, ``availableNow``), the same Spark settings for every run
+(``local[2]``, ``spark.sql.shuffle.partitions`` = statekit partitions, RocksDB state store provider,
+10 s watermark delay, 30 s gap, sum+count per session). Each run is a fresh process with its own
+JVM; events/s is the input size over the query's wall time (from start to the last session
+written, Spark's startup excluded); peak RSS is sampled per role: driver Python, driver JVM, Python
+workers. Every run's sessions are checked against the sort-and-scan reference.
+
+Closing the last sessions: statekit runs ``--final`` (a last epoch with the maximum watermark).
+Spark's streaming operators have no such end-of-input flush, so their input gets one extra file
+holding a single sentinel event far in the future: its batch moves the watermark past every
+session, and Spark's no-data batch emits them (the sentinel's own session is ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from statekit.clickstream import sessionize_reference
+
+from .common import DISORDER_MS, GAP_MS, JVM, PYTHON, WORKERS, PeakRSS, clicks, progress, rate, run_isolated, timed
+from .report import BenchReport
+
+MASTER = "local[2]"
+PARTITIONS = 2
+FILES = 10
+DELAY_MS = 10_000
+SENTINEL = "__end_of_input__"
+STATEKIT = {"heap": "statekit heap", "rocksdb": "statekit rocksdb"}
+NATIVE, TWS = "spark session_window", "transformWithStateInPandas"
+GOALS = {NATIVE: 3.0, TWS: 10.0}
+"""statekit rocksdb's speedup goals over each Spark baseline (issue 6)."""
+ROLES = {JVM: "driver JVM", WORKERS: "Python workers", PYTHON: "driver Python"}
+COLUMNS = ("user_id", "window_start", "window_end", "sum_value", "count")
+
+
+def _spark(work: str) -> Any:
+    from statekit.spark import spark_session
+
+    return spark_session(MASTER, {
+        "spark.sql.shuffle.partitions": PARTITIONS,
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.local.dir": f"{work}/spark-local",
+    }, app_name="statekit bench")
+
+
+def _sessions(spark: Any, path: str) -> list[tuple]:
+    rows = spark.read.parquet(path).select(*COLUMNS).collect()
+    return sorted(tuple(r) for r in rows if r[0] != SENTINEL)
+
+
+def run_statekit(backend: str, input_dir: str, work: str) -> dict:
+    """``statekit sessionize`` through its Python API, stream mode, ``--final``."""
+    from statekit.jobs import sessionize
+
+    spark = _spark(work)
+    summary, seconds = timed(lambda: sessionize(
+        spark, input=input_dir, output=f"{work}/out", key="user_id", time="ts_ms", gap=GAP_MS,
+        watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=backend, partitions=PARTITIONS,
+        fmt="parquet", mode="stream", trigger="available-now", final=True))
+    out = {"seconds": seconds, "sessions": _sessions(spark, summary.output), "late": summary.total("late"),
+           "batches": len(summary.epochs)}
+    spark.stop()
+    return out
+
+
+def _source(spark: Any, input_dir: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.schema("user_id string, ts_ms long, value long").option("maxFilesPerTrigger", 1)
+            .parquet(input_dir).withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", f"{DELAY_MS} milliseconds"))
+
+
+def _run_query(spark: Any, df: Any, work: str) -> dict:
+    """Write ``df`` (append mode) to parquet with availableNow; wall seconds and what it wrote."""
+    def go() -> Any:
+        q = (df.writeStream.format("parquet").outputMode("append").option("checkpointLocation", f"{work}/ckpt")
+             .trigger(availableNow=True).start(f"{work}/out"))
+        q.awaitTermination()
+        if q.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {q.exception()}")
+        return q
+
+    q, seconds = timed(go)
+    batches = q.recentProgress
+    late = sum(op.numRowsDroppedByWatermark for p in batches for op in p.stateOperators)
+    out = {"seconds": seconds, "sessions": _sessions(spark, f"{work}/out"), "late": late, "batches": len(batches)}
+    spark.stop()
+    return out
+
+
+def run_native(input_dir: str, work: str) -> dict:
+    """Spark's streaming ``session_window`` aggregation, append mode, RocksDB state store."""
+    from pyspark.sql import functions as F
+
+    spark = _spark(work)
+    sessions = (_source(spark, input_dir).groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
+                .agg(F.sum("value").alias("sum_value"), F.count("*").alias("count"))
+                .select("user_id", F.unix_millis("session_window.start").alias("window_start"),
+                        F.unix_millis("session_window.end").alias("window_end"), "sum_value", "count"))
+    return _run_query(spark, sessions, work)
+
+
+def run_tws(input_dir: str, work: str) -> dict:
+    """The same sessions with ``transformWithStateInPandas`` (event-time timers, RocksDB state store)."""
+    spark = _spark(work)
+    df = (_source(spark, input_dir).groupBy("user_id")
+          .transformWithStateInPandas(statefulProcessor=session_processor()(GAP_MS),
+                                      outputStructType=", ".join(f"{c} {'string' if c == 'user_id' else 'long'}"
+                                                                 for c in COLUMNS),
+                                      outputMode="Append", timeMode="EventTime"))
+    return _run_query(spark, df, work)
+
+
+def merge_sessions(sessions: list[tuple], ts: Any, values: Any, gap_ms: int) -> list[tuple]:
+    """Open sessions ``(start, end, sum, count)`` with the events added; touching sessions merge."""
+    items = sorted([*sessions, *((int(t), int(t) + gap_ms, int(v), 1) for t, v in zip(ts, values))])
+    merged = [items[0]]
+    for s, e, total, n in items[1:]:
+        cs, ce, ct, cn = merged[-1]
+        if s <= ce:
+            merged[-1] = (cs, max(ce, e), ct + total, cn + n)
+        else:
+            merged.append((s, e, total, n))
+    return merged
+
+
+def session_processor() -> type:
+    """The StatefulProcessor class (pyspark imported lazily): per user a list state of open sessions and
+    one event-time timer per session end; a timer emits the sessions that ended by then."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class SessionProcessor(StatefulProcessor):
+        def __init__(self, gap_ms: int) -> None:
+            self.gap_ms = gap_ms
+
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.open = handle.getListState("sessions", "start long, end long, total long, n long")
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            pdf = pd.concat(list(rows))
+            before = [tuple(s) for s in self.open.get()]
+            after = merge_sessions(before, pdf["ts_ms"].to_numpy(), pdf["value"].to_numpy(), self.gap_ms)
+            self.open.put(after)
+            old, new = {s[1] for s in before}, {s[1] for s in after}
+            for end in old - new:
+                self.handle.deleteTimer(end)
+            for end in new - old:
+                self.handle.registerTimer(end)
+            return iter(())
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+            t = expiredTimerInfo.getExpiryTimeInMs()
+            sessions = [tuple(s) for s in self.open.get()]
+            done = [s for s in sessions if s[1] <= t]
+            rest = [s for s in sessions if s[1] > t]
+            if rest:
+                self.open.put(rest)
+            else:
+                self.open.clear()
+            if done:
+                yield pd.DataFrame({"user_id": [key[0]] * len(done), "window_start": [s[0] for s in done],
+                                    "window_end": [s[1] for s in done], "sum_value": [s[2] for s in done],
+                                    "count": [s[3] for s in done]})
+
+        def close(self) -> None:
+            pass
+
+    return SessionProcessor
+
+
+def _inputs(root: Path, n_events: int, n_users: int) -> tuple[str, str, list[tuple]]:
+    """Write the 10 input files, and a copy with the sentinel file for Spark's own operators; also
+    return the reference sessions."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from statekit.jobs import write_clickstream
+
+    data = clicks(n_events, n_users)
+    paths = write_clickstream(data, root / "input", files=FILES, fmt="parquet")
+    spark_dir = root / "input-with-sentinel"
+    spark_dir.mkdir()
+    for p in paths:
+        os.link(p, spark_dir / p.name)
+    end = max(c.ts_ms for c in data) + 100 * (GAP_MS + DELAY_MS)
+    sentinel = spark_dir / f"part-{FILES:05d}.parquet"
+    pq.write_table(pa.table({"user_id": [SENTINEL], "ts_ms": pa.array([end], pa.int64()),
+                             "value": pa.array([0], pa.int64())}), sentinel)
+    mtime = paths[-1].stat().st_mtime + 1
+    os.utime(sentinel, (mtime, mtime))
+    return str(root / "input"), str(spark_dir), sessionize_reference(data, GAP_MS)
+
+
+def _tws_available() -> str | None:
+    """Why transformWithStateInPandas cannot run here, or None."""
+    try:
+        import google.protobuf  # noqa: F401
+        import pandas  # noqa: F401
+    except ImportError as e:
+        return f"transformWithStateInPandas needs pandas>=2.2 and protobuf ({e})"
+    return None
+
+
+def run(quick: bool = False) -> BenchReport:
+    n_events = 50_000 if quick else 1_000_000
+    user_counts = [10_000] if quick else [10_000, 100_000]
+    rep = BenchReport("spark", params={
+        "events": n_events, "users": user_counts, "files": FILES, "master": MASTER, "partitions": PARTITIONS,
+        "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": "parquet",
+        "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",
+        "trigger": "availableNow, maxFilesPerTrigger=1", "statekit": "sessionize --mode stream --final",
+        "spark_end_of_input": "sentinel event file (see notes)"})
+    variants = [*STATEKIT.values(), NATIVE, TWS]
+    missing = _tws_available()
+    if missing:
+        rep.params["skipped"] = {TWS: missing}
+    runs = [(u, v) for u in user_counts for v in variants if not (v == TWS and missing)]
+    results: dict[tuple[int, str], tuple[dict, PeakRSS]] = {}
+    with tempfile.TemporaryDirectory(prefix="statekit-bench-spark-") as tmp:
+        inputs = {}
+        for users in user_counts:
+            root = Path(tmp, f"users-{users}")
+            root.mkdir()
+            inputs[users] = _inputs(root, n_events, users)
+        for users, variant in progress(runs, total=len(runs), desc="spark"):
+            plain_dir, sentinel_dir, _ = inputs[users]
+            work = Path(tmp, f"users-{users}", variant.replace(" ", "-"))
+            work.mkdir()
+            if variant in (NATIVE, TWS):
+                fn, args = (run_native, ()) if variant == NATIVE else (run_tws, ())
+                results[(users, variant)] = run_isolated(fn, sentinel_dir, str(work), *args)
+            else:
+                backend = next(b for b, name in STATEKIT.items() if name == variant)
+                results[(users, variant)] = run_isolated(run_statekit, backend, plain_dir, str(work))
+            shutil.rmtree(work, ignore_errors=True)
+        references = {u: inputs[u][2] for u in user_counts}
+    _report(rep, n_events, user_counts, variants, results, references)
+    return rep
+
+
+def _report(rep: BenchReport, n_events: int, user_counts: list[int], variants: list[str],
+            results: dict[tuple[int, str], tuple[dict, PeakRSS]], references: dict[int, list[tuple]]) -> None:
+    rates_line: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
+    rss_line: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
+    for users in user_counts:
+        ref = references[users]
+        got = {v: results[(users, v)] for v in variants if (users, v) in results}
+        rates = {v: rate(n_events, res["seconds"]) for v, (res, _) in got.items()}
+        for v, (res, peak) in got.items():
+            rates_line[v].append((users, rates[v]))
+            rss_line[v].append((users, peak.mib()))
+        agree = {v: "identical to reference" if res["sessions"] == ref else
+                 f"DIFFERS: {len(res['sessions']):,} sessions, "
+                 f"{len(set(res['sessions']) - set(ref)):,} not in reference, {res['late']} late"
+                 for v, (res, _) in got.items()}
+        tag = f"{n_events:,} events, {users:,} users"
+        for base in (NATIVE, TWS):
+            if base not in got:
+                continue
+            speedup = {b: rates[name] / rates[base] for b, name in STATEKIT.items() if name in rates}
+            rep.add(f"events/s vs {base} ({tag})", "events/s", heap=rates.get(STATEKIT["heap"]),
+                    rocksdb=rates.get(STATEKIT["rocksdb"]), baseline=rates[base], baseline_name=base,
+                    notes=f"speedup heap {speedup.get('heap', 0):.1f}x, rocksdb {speedup.get('rocksdb', 0):.1f}x "
+                          f"(goal rocksdb >= {GOALS[base]:g}x: {'met' if speedup.get('rocksdb', 0) >= GOALS[base] else 'MISSED'}); "
+                          f"{base} {got[base][0]['seconds']:.1f}s, {got[base][0]['batches']} batches")
+            rep.add(f"sessions vs {base} ({tag})", "sessions",
+                    heap=_count(got, STATEKIT["heap"]), rocksdb=_count(got, STATEKIT["rocksdb"]),
+                    baseline=_count(got, base), baseline_name=base,
+                    notes=f"reference {len(ref):,}; " + "; ".join(f"{v}: {agree[v]}" for v in got))
+            for role, label in ROLES.items():
+                rep.add(f"peak RSS {label} vs {base} ({tag})", "MiB",
+                        heap=_rss(got, STATEKIT["heap"], role), rocksdb=_rss(got, STATEKIT["rocksdb"], role),
+                        baseline=_rss(got, base, role), baseline_name=base)
+            rep.add(f"peak RSS whole process tree vs {base} ({tag})", "MiB",
+                    heap=_rss(got, STATEKIT["heap"]), rocksdb=_rss(got, STATEKIT["rocksdb"]),
+                    baseline=_rss(got, base), baseline_name=base)
+    rep.series("end to end on Spark local[2]", "users", "events/s", rates_line, log_x=True, log_y=True)
+    rep.series("peak RSS, whole process tree", "users", "MiB", rss_line, log_x=True)
+
+
+def _count(got: dict[str, tuple[dict, PeakRSS]], variant: str) -> int | None:
+    return len(got[variant][0]["sessions"]) if variant in got else None
+
+
+def _rss(got: dict[str, tuple[dict, PeakRSS]], variant: str, role: str | None = None) -> float | None:
+    return got[variant][1].mib(role) if variant in got else None

@@ -1,0 +1,103 @@
+"""Session aggregates from ``--agg`` specs (``sum:value``, ``count``, ``min:x``, ``max:x``, ``avg:x``):
+parsing, the incremental AggregateFunction over input rows, and the output column types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..descriptors import AggregateFunction
+from ..spark.errors import InputError
+
+KINDS = ("sum", "count", "min", "max", "avg")
+
+
+@dataclass(frozen=True)
+class Agg:
+    """One output aggregate: ``kind`` of input ``column`` (None for ``count``), named ``name``."""
+
+    kind: str
+    column: str | None
+
+    @property
+    def name(self) -> str:
+        return "count" if self.kind == "count" else f"{self.kind}_{self.column}"
+
+
+def parse_aggs(specs: Iterable[str]) -> list[Agg]:
+    """``["sum:value", "count"]`` -> Aggs; a bad spec is an error naming it and the valid kinds."""
+    aggs = []
+    for spec in specs:
+        kind, _, column = spec.partition(":")
+        kind, column = kind.strip().lower(), column.strip()
+        if kind not in KINDS or (kind == "count") != (not column):
+            raise ValueError(f"--agg {spec!r}: expected count or KIND:COLUMN with KIND one of sum, min, max, avg")
+        aggs.append(Agg(kind, column or None))
+    names = [a.name for a in aggs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--agg: the same aggregate is asked twice: {', '.join(names)}")
+    return aggs
+
+
+class RowAggregate(AggregateFunction):
+    """SQL-style aggregates over row tuples: ``count`` counts rows; the others skip null values
+    (and are null when a session has none)."""
+
+    def __init__(self, aggs: list[tuple[str, int | None]]) -> None:
+        self.aggs = aggs  # (kind, index of the column in the row)
+
+    def create_accumulator(self) -> list:
+        return [0 if kind == "count" else ([0, 0] if kind == "avg" else None) for kind, _ in self.aggs]
+
+    def add(self, value: tuple, accumulator: list) -> list:
+        for i, (kind, pos) in enumerate(self.aggs):
+            if kind == "count":
+                accumulator[i] += 1
+                continue
+            v = value[pos]
+            if v is None:
+                continue
+            cur = accumulator[i]
+            if kind == "avg":
+                cur[0] += v
+                cur[1] += 1
+            elif cur is None:
+                accumulator[i] = v
+            elif kind == "sum":
+                accumulator[i] = cur + v
+            elif kind == "min":
+                accumulator[i] = v if v < cur else cur
+            else:
+                accumulator[i] = v if v > cur else cur
+        return accumulator
+
+    def merge(self, acc_a: list, acc_b: list) -> list:
+        out = []
+        for (kind, _), a, b in zip(self.aggs, acc_a, acc_b):
+            if kind in ("count", "avg"):
+                out.append(a + b if kind == "count" else [a[0] + b[0], a[1] + b[1]])
+            elif a is None or b is None:
+                out.append(b if a is None else a)
+            else:
+                out.append(a + b if kind == "sum" else (min(a, b) if kind == "min" else max(a, b)))
+        return out
+
+    def get_result(self, accumulator: list) -> tuple:
+        return tuple((acc[0] / acc[1] if acc[1] else None) if kind == "avg" else acc
+                     for (kind, _), acc in zip(self.aggs, accumulator))
+
+
+def result_type(agg: Agg, input_type: Any) -> Any:
+    """Spark type of an aggregate's output column for an input column of ``input_type``."""
+    from pyspark.sql.types import DoubleType, FloatType, IntegralType, LongType
+
+    if agg.kind == "count":
+        return LongType()
+    if agg.kind in ("sum", "avg") and not isinstance(input_type, (IntegralType, FloatType, DoubleType)):
+        raise InputError(f"--agg {agg.kind}:{agg.column}: column {agg.column!r} has type {input_type.simpleString()}, "
+                         f"{agg.kind} needs an integer or floating-point column")
+    if agg.kind == "avg":
+        return DoubleType()
+    if agg.kind == "sum":
+        return LongType() if isinstance(input_type, IntegralType) else DoubleType()
+    return input_type

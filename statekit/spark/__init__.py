@@ -1,0 +1,19 @@
+"""Run statekit operators inside Spark executors: per-epoch processing with exactly-once results.
+
+The only package that imports pyspark (lazily, inside functions). ``run_keyed`` takes a Spark
+DataFrame (streaming or batch) and an operator factory; operators know nothing of Spark.
+See ``api`` for the per-epoch protocol and the README's "Running on Spark".
+"""
+
+from .api import FAULT_ENV, RunSummary, resolve_config, run_keyed
+from .epochs import EpochLog, EpochRecord
+from .errors import InjectedFault, InputError, JavaNotFoundError, StopRequested
+from .java import find_java
+from .plan import LATE_TAG, Fault
+from .session import DEFAULT_MASTER, spark_session
+from .sink import METRICS_FILE, OutputDir
+from .state import read_state_df
+
+__all__ = ["DEFAULT_MASTER", "EpochLog", "EpochRecord", "FAULT_ENV", "Fault", "InjectedFault", "InputError",
+           "JavaNotFoundError", "LATE_TAG", "METRICS_FILE", "OutputDir", "RunSummary", "StopRequested", "find_java",
+           "read_state_df", "resolve_config", "run_keyed", "spark_session"]

@@ -1,0 +1,63 @@
+"""What the driver ships to every task: the job (constant across epochs) and the epoch to run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+LATE_TAG = "late"  # operators side-output late records under this tag; they go to <output>/_late/
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected failure (tests): at ``epoch`` in ``partition``, on first attempts only unless ``always``.
+    ``action``: ``raise`` an exception, ``exit`` the Python worker, ``kill-executor`` (its JVM);
+    ``when``: ``before-commit`` or ``after-commit`` of the partition's snapshot. Each injection leaves
+    a file under ``<checkpoint>/_faults/`` (evidence for tests)."""
+
+    epoch: int
+    partition: int
+    action: str = "raise"
+    when: str = "after-commit"
+    always: bool = False
+
+    @classmethod
+    def parse(cls, spec: str) -> "Fault":
+        """From ``epoch=1,partition=0,action=exit,when=before-commit,always=1``."""
+        try:
+            kv = dict(p.split("=", 1) for p in spec.split(",") if p.strip())
+            fault = cls(int(kv.pop("epoch")), int(kv.pop("partition")), kv.pop("action", "raise"),
+                        kv.pop("when", "after-commit"), kv.pop("always", "0") in ("1", "true"))
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"STATEKIT_INJECT_FAULT={spec!r}: expected epoch=E,partition=P[,action=raise|exit|"
+                             f"kill-executor][,when=before-commit|after-commit][,always=1] ({e})") from None
+        if kv or fault.action not in ("raise", "exit", "kill-executor") or fault.when not in ("before-commit", "after-commit"):
+            raise ValueError(f"STATEKIT_INJECT_FAULT={spec!r}: unknown setting or value")
+        return fault
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Constant for a run: operator, where its state lives, how records are laid out and routed."""
+
+    operator_id: str
+    operator_factory: Callable[[], Any]
+    checkpoint: str
+    config: dict[str, Any]
+    partitions: int
+    max_parallelism: int
+    key_index: int
+    time_index: int
+    retain: int = 3
+    cache_size: int = 8
+    fault: Fault | None = None
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """One epoch: its number, the committed epoch to start from (None: empty state) and its watermark."""
+
+    epoch: int
+    restore_epoch: int | None
+    watermark: int | None
+    extra: dict[str, Any] = field(default_factory=dict)

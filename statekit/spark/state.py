@@ -1,0 +1,25 @@
+"""Committed keyed state as a Spark DataFrame, for debugging and audits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..checkpoint import read_state
+
+STATE_SCHEMA = "key_group INT, key STRING, namespace STRING, value STRING, ttl_timestamp BIGINT"
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, default=repr)
+
+
+def read_state_df(spark: Any, checkpoint: str, operator: str, state: str, epoch: int | None = None) -> Any:
+    """Rows ``key_group, key, namespace, value, ttl_timestamp`` of one state at ``epoch`` (default: the
+    newest); keys, namespaces and values rendered as text (JSON for structured ones). Import the package that registered custom types of the
+    state first (``import operators`` for window state, whose namespaces are TimeWindows)."""
+    rows = [(r["key_group"], _text(r["key"]), _text(r["namespace"]), _text(r["value"]), r["ttl_timestamp"])
+            for r in read_state(checkpoint, operator, state, epoch)]
+    return spark.createDataFrame(rows, STATE_SCHEMA)

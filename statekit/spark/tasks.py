@@ -1,0 +1,165 @@
+"""Executor side of an epoch: run the operator over one partition's key groups, commit, emit rows.
+
+The backend and operator of a partition stay open in the Python worker between epochs (a small
+LRU keyed by operator, checkpoint and key-group range) and are reused when the checkpoint store
+confirms they hold exactly the state of the epoch to start from (its fast path). Anything else
+(another worker, a retried task, a rescaled job) restores from the checkpoint. A slot is taken
+out of the cache for the duration of a task and put back only after its commit, so a failure
+mid-epoch never leaves a half-processed backend behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, Iterable, Iterator
+
+from ..checkpoint import CheckpointStore, Storage
+from ..config import StateConfig
+from ..keygroups import key_groups_for_partition
+from ..registry import create_backend
+from .errors import InjectedFault
+from .plan import LATE_TAG, EpochPlan, JobPlan
+
+
+@dataclass
+class Slot:
+    """An open operator on its backend, at committed epoch ``epoch``."""
+
+    backend: Any
+    operator: Any
+    output: Any
+    epoch: int | None
+
+    def close(self) -> None:
+        try:
+            self.operator.close()
+        finally:
+            self.backend.close()
+
+
+_SLOTS: "OrderedDict[tuple, Slot]" = OrderedDict()
+
+
+def _local_config(job: JobPlan, kgs: range) -> StateConfig:
+    """The job's config with a private local directory for this backend (several may share a worker)."""
+    config = StateConfig.from_dict(job.config)
+    if config.local_dir is None:
+        return config
+    name = f"{job.operator_id}-kg{kgs.start}-{kgs.stop - 1}-{uuid.uuid4().hex[:8]}"
+    return config.with_options(local_dir=os.path.join(config.local_dir, name))
+
+
+def _open(job: JobPlan, backend: Any, metadata: list[dict]) -> Slot:
+    from operators import Output  # operators are found lazily: the glue itself is operator-agnostic
+
+    op = job.operator_factory()
+    out = Output()
+    op.open(backend, out)
+    if metadata:
+        op.restore_metadata(metadata[0]["operator"])
+    return Slot(backend, op, out, None)
+
+
+def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) -> tuple[Slot, bool]:
+    """The slot to run ``epoch`` on, and whether it came from the worker's cache (fast path)."""
+    cache_key = (job.operator_id, store.location, kgs.start, kgs.stop)
+    kept = _SLOTS.pop(cache_key, None)
+    config = _local_config(job, kgs)
+    if epoch.restore_epoch is None:
+        if kept is not None:
+            kept.close()
+        return _open(job, create_backend(config, kgs), []), False
+    if kept is not None and kept.epoch != epoch.restore_epoch:
+        kept.close()
+        kept = None
+    r = store.restore(job.operator_id, config, kgs, epoch=epoch.restore_epoch,
+                      backend=kept.backend if kept is not None else None)
+    if r.fast_path:
+        return kept, True
+    if kept is not None:
+        kept.operator.close()  # its backend was closed by the store
+    return _open(job, r.backend, r.metadata), False
+
+
+def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> None:
+    """Keep ``slot`` for the next epoch; the least recently used slots beyond the bound are closed."""
+    _SLOTS[(job.operator_id, store.location, kgs.start, kgs.stop)] = slot
+    while len(_SLOTS) > job.cache_size:
+        _SLOTS.popitem(last=False)[1].close()
+
+
+def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
+    f = job.fault
+    if f is None or f.epoch != epoch or f.partition != partition or f.when != when:
+        return
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if not f.always and ctx is not None and ctx.attemptNumber() > 0:
+        return
+    Storage(job.checkpoint).write(f"_faults/epoch={epoch}-partition={partition}-{uuid.uuid4().hex}", when.encode())
+    if f.action == "exit":
+        os._exit(17)
+    if f.action == "kill-executor":
+        import psutil
+
+        os.kill(psutil.Process(os.getppid()).ppid(), signal.SIGKILL)  # worker -> daemon -> executor JVM
+        os._exit(17)
+    raise InjectedFault(f"injected fault at epoch {epoch} partition {partition} ({when})")
+
+
+def run_partition(job: JobPlan, epoch: EpochPlan, index: int, items: Iterable[tuple]) -> Iterator[tuple[str, Any]]:
+    """Tagged rows of one partition for one epoch: ("r", result), ("l", late row), ("i", invalid row),
+    then one ("s", stats)."""
+    t0 = time.perf_counter()
+    kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
+    valid, invalid = [], []
+    for item in items:
+        (valid if len(item) == 3 else invalid).append(item)
+    valid.sort(key=itemgetter(2))  # a replay sees the same order whatever order the shuffle delivered
+    store = CheckpointStore(job.checkpoint, retain=job.retain)
+    slot, fast = acquire(job, epoch, store, kgs)
+    t1 = time.perf_counter()
+    try:
+        op = slot.operator
+        late_before = op.metrics.get("late_dropped", 0)
+        watermark_before = op.current_watermark()
+        op.process_batch(valid)
+        if epoch.watermark is not None:
+            op.process_watermark(epoch.watermark)
+        results = slot.output.drain()
+        late = slot.output.drain_side(LATE_TAG)
+        dropped = op.metrics.get("late_dropped", 0) - late_before
+        t2 = time.perf_counter()
+        _maybe_fail(job, epoch.epoch, index, "before-commit")
+        max_ts = valid[-1][2] if valid else None
+        committed = store.commit(job.operator_id, epoch.epoch, slot.backend,
+                                 metadata={"operator": op.snapshot_metadata(), "max_ts": max_ts, **epoch.extra})
+        _maybe_fail(job, epoch.epoch, index, "after-commit")
+    except BaseException:
+        slot.close()
+        raise
+    slot.epoch = epoch.epoch
+    release(job, store, kgs, slot)
+    for value, _ in results:
+        yield "r", value
+    reason = f"late: behind watermark {watermark_before}"
+    for row, _ in late:
+        yield "l", row + (reason,)
+    for row, why in invalid:
+        yield "i", row + (why,)
+    yield "s", {
+        "partition": index, "records": len(valid), "invalid": len(invalid), "late": len(late) + dropped,
+        "results": len(results), "max_ts": max_ts, "fast_path": fast,
+        "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
+        "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
+        "restore_seconds": round(t1 - t0, 6), "process_seconds": round(t2 - t1, 6),
+        "worker": f"{socket.gethostname()}:{os.getppid()}",
+    }

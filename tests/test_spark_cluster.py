@@ -1,0 +1,47 @@
+"""The sessionize job on Spark's ``local-cluster[2,1,1024]`` master: two executor processes, as on a
+real cluster. Each run is a subprocess (one SparkContext per process). Output equals Spark's own
+session windows, with and without an executor JVM killed mid-epoch on its first attempt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from statekit.spark import FAULT_ENV
+from tests.spark_support import clickstream, output_rows, spark_sessions, write_input
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+MASTER = "local-cluster[2,1,1024]"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return write_input(clickstream(4000, 80, seed=3), tmp_path_factory.mktemp("input"), files=4)
+
+
+def cli(input_dir, out, fault=None, partitions=2):
+    env = dict(os.environ)
+    env.pop(FAULT_ENV, None)
+    if fault:
+        env[FAULT_ENV] = fault
+    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(input_dir), "--output", str(out),
+            "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value",
+            "--agg", "count", "--partitions", str(partitions), "--master", MASTER, "--final"]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads(x) for x in (out / "_metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("fault", [None, "epoch=2,partition=1,action=kill-executor,when=before-commit"])
+def test_local_cluster_matches_spark(spark, sample, tmp_path, fault):
+    metrics = cli(sample, tmp_path / "out", fault, partitions=4)
+    assert output_rows(spark, tmp_path / "out") == spark_sessions(spark, sample)
+    assert [m["epoch"] for m in metrics] == [0, 1, 2, 3, 4]
+    workers = {w for m in metrics for w in m["workers"]}
+    assert len(workers) >= 2, workers  # partitions ran on both executors (several when one was killed)
+    if fault:
+        assert len(list((tmp_path / "out" / "_checkpoint" / "_faults").iterdir())) == 1
