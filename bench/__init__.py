@@ -1,13 +1,16 @@
 """statekit benchmarks: each part compares the backends with raw baselines in one run."""
 
-from .report import BenchReport, Figure, Series, machine_info, progress, rate, run_isolated
+from .common import PeakRSS, progress, rate, run_isolated, timed
+from .report import BenchReport, Figure, Series, machine_info
 
 PARTS = {
     "ops": "bench.ops",
-    "rocksdb_ops": "bench.rocksdb_ops",
     "timers": "bench.timers",
     "windows": "bench.windows",
     "snapshots": "bench.snapshots",
+    "spark": "bench.spark",
 }
+"""Part name -> module with ``run(quick) -> BenchReport``, in the order ``all`` runs them."""
 
-__all__ = ["BenchReport", "Figure", "PARTS", "Series", "machine_info", "progress", "rate", "run_isolated"]
+__all__ = ["BenchReport", "Figure", "PARTS", "PeakRSS", "Series", "machine_info", "progress", "rate", "run_isolated",
+           "timed"]

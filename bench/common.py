@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import multiprocessing as mp
-import resource
 import sys
 import threading
 import time
@@ -24,9 +23,9 @@ GAP_MS = 30_000
 DISORDER_MS = 5_000
 """Bounded disorder of the generated clickstream: events arrive up to this late."""
 
-PYTHON, JVM, WORKERS = "python", "jvm", "python workers"
-"""Roles in a process tree: the benchmark process itself, a Java child (Spark's driver JVM), and any
-other descendant (Spark's Python workers, forked by the JVM's daemon)."""
+PYTHON, JVM, WORKERS, OTHER = "python", "jvm", "python workers", "other"
+"""Roles in a process tree: the benchmark process itself, Java descendants (Spark's driver JVM),
+Python descendants (Spark's Python workers, forked by the JVM's daemon) and anything else (shells)."""
 
 
 @dataclass
@@ -41,22 +40,22 @@ class PeakRSS:
 
 
 class TreeSampler(threading.Thread):
-    """Samples the RSS of ``pid`` and all its descendants every ``interval`` seconds until stopped;
-    keeps the peak of the sum over the tree and of each role's sum."""
+    """Samples the memory of ``pid`` and all its descendants every ``interval`` seconds until stopped;
+    keeps the peak of the sum over the tree and of each role's sum. The root counts its RSS, each
+    descendant its PSS (its share of shared pages), so forked workers sharing their parent's pages are
+    not counted twice."""
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
         super().__init__(daemon=True)
         self.root, self.interval = psutil.Process(pid), interval
         self.peak = PeakRSS()
         self._stop_event = threading.Event()
-        self._roles: dict[int, str] = {}
 
     def _role(self, p: psutil.Process) -> str:
-        role = self._roles.get(p.pid)
-        if role is None:
-            role = PYTHON if p.pid == self.root.pid else JVM if p.name().startswith("java") else WORKERS
-            self._roles[p.pid] = role
-        return role
+        if p.pid == self.root.pid:
+            return PYTHON
+        name = p.name()  # read each time: a launcher shell may exec into java under the same pid
+        return JVM if name.startswith("java") else WORKERS if name.startswith("python") else OTHER
 
     def sample(self) -> None:
         try:
@@ -67,7 +66,8 @@ class TreeSampler(threading.Thread):
         for p in procs:
             try:
                 role = self._role(p)
-                sums[role] = sums.get(role, 0) + p.memory_info().rss
+                mem = p.memory_info().rss if role == PYTHON else p.memory_full_info().pss
+                sums[role] = sums.get(role, 0) + mem
             except psutil.Error:  # exited between listing and reading
                 continue
         self.peak.total = max(self.peak.total, sum(sums.values()))
@@ -84,10 +84,20 @@ class TreeSampler(threading.Thread):
         return self.peak
 
 
+def _own_peak_rss() -> int:
+    """This process's peak RSS (``VmHWM``: the high-water mark of its address space, which, unlike
+    ``getrusage``'s maximum, does not carry over the parent's memory across fork and exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def _isolated_child(conn: Any, fn: Callable, args: tuple, kwargs: dict) -> None:
     try:
         result = fn(*args, **kwargs)
-        conn.send(("ok", result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+        conn.send(("ok", result, _own_peak_rss()))
     except BaseException as e:  # report any failure to the parent instead of hanging it
         conn.send(("error", f"{type(e).__name__}: {e}", 0))
     finally:
@@ -95,8 +105,8 @@ def _isolated_child(conn: Any, fn: Callable, args: tuple, kwargs: dict) -> None:
 
 
 def run_isolated(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, PeakRSS]:
-    """Run module-level ``fn`` in a fresh process; returns its result and the peak RSS of that process
-    and its descendants (sampled; the process's own peak also from ``getrusage``, which is exact)."""
+    """Run module-level ``fn`` in a fresh process; returns its result and the peak memory of that
+    process and its descendants (sampled; the process's own peak RSS, exact, is taken when larger)."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_isolated_child, args=(child, fn, args, kwargs))

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import platform
-import resource
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from tqdm import tqdm
-
-_PACKAGES = ("statekit", "rocksdict", "msgpack", "pyspark", "pyarrow")
+_PACKAGES = ("statekit", "rocksdict", "msgpack", "pyspark", "pyarrow", "pandas", "protobuf", "psutil")
 
 
 @dataclass(slots=True)
@@ -163,42 +158,3 @@ def machine_info() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
             "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-
-
-def _isolated_child(conn, fn: Callable, args: tuple, kwargs: dict) -> None:
-    try:
-        result = fn(*args, **kwargs)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        conn.send(("ok", result, rss))
-    except BaseException as e:  # report any failure to the parent instead of hanging it
-        conn.send(("error", f"{type(e).__name__}: {e}", 0))
-    finally:
-        conn.close()
-
-
-def run_isolated(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, int]:
-    """Run module-level ``fn`` in a fresh process; returns its result and that process's peak RSS in bytes."""
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_isolated_child, args=(child, fn, args, kwargs))
-    proc.start()
-    child.close()
-    try:
-        status, result, rss = parent.recv()
-    except EOFError:
-        proc.join()
-        raise RuntimeError(f"benchmark child for {fn.__name__} died with exit code {proc.exitcode}") from None
-    proc.join()
-    if status != "ok":
-        raise RuntimeError(f"benchmark child for {fn.__name__} failed: {result}")
-    return result, rss
-
-
-def progress(iterable: Iterable, total: int | None = None, desc: str = "") -> Iterable:
-    """A tqdm progress bar on stderr (quiet when not a terminal and CI asks for less noise)."""
-    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False, mininterval=0.5)
-
-
-def rate(count: int, seconds: float) -> float:
-    """Operations per second, guarding against a zero-length timing."""
-    return count / seconds if seconds > 0 else float("inf")

@@ -20,7 +20,8 @@ import time
 from statekit import StateConfig, ValueStateDescriptor, create_backend
 from statekit.checkpoint import CheckpointStore
 
-from .report import BenchReport, progress, run_isolated
+from .common import progress, run_isolated
+from .report import BenchReport
 
 BACKENDS = ("heap", "rocksdb")
 RATES = (0.01, 0.10, 1.0)

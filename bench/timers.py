@@ -9,11 +9,11 @@ stays flat (within 100 MiB) from the smallest to the largest size.
 from __future__ import annotations
 
 import random
-import time
 
 from statekit import StateConfig, TimerTarget, create_backend
 
-from .report import BenchReport, progress, rate, run_isolated
+from .common import progress, rate, run_isolated, timed
+from .report import BenchReport
 
 KEYS = 10_000
 FLAT_GOAL_MIB = 100
@@ -41,16 +41,19 @@ def register_and_fire(backend_name: str, n: int) -> dict:
         rng = random.Random(n)
         keys = [f"user-{i}" for i in range(KEYS)]
         set_key, reg = b.set_current_key, svc.register_event_time_timer
-        t0 = time.perf_counter()
-        for i in range(n):
-            set_key(keys[i % KEYS])
-            reg(None, rng.randrange(n))
-        registered = svc.num_event_time_timers()
-        t_reg = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for step in range(1, 11):
-            svc.advance_watermark(n * step // 10)
-        t_fire = time.perf_counter() - t0
+
+        def register() -> int:
+            for i in range(n):
+                set_key(keys[i % KEYS])
+                reg(None, rng.randrange(n))
+            return svc.num_event_time_timers()
+
+        def fire() -> None:
+            for step in range(1, 11):
+                svc.advance_watermark(n * step // 10)
+
+        registered, t_reg = timed(register)
+        _, t_fire = timed(fire)
         if target.n != registered:
             raise RuntimeError(f"{backend_name}: fired {target.n} of {registered} timers")
         return {"register": rate(n, t_reg), "fire": rate(registered, t_fire), "timers": registered}
@@ -69,7 +72,7 @@ def run(quick: bool = False) -> BenchReport:
     runs = [(b, n) for n in sizes for b in backends]
     for backend_name, n in progress(runs, total=len(runs), desc="timers"):
         res, peak = run_isolated(register_and_fire, backend_name, n)
-        rss[backend_name].append((n, peak / (1 << 20)))
+        rss[backend_name].append((n, peak.mib()))
         reg[backend_name].append((n, res["register"]))
         fire[backend_name].append((n, res["fire"]))
     for i, n in enumerate(sizes):

@@ -13,39 +13,20 @@ import gc
 import tempfile
 import time
 
-from statekit import AggregateFunction, MAX_TIMESTAMP, StateConfig, available_backends, create_backend
-from statekit.clickstream import generate_clickstream, sessionize_reference
+from statekit import MAX_TIMESTAMP, StateConfig, available_backends, create_backend
+from statekit.clickstream import sessionize_reference
 from operators import EventTimeSessionWindows, Output, ProcessWindowFunction, WindowOperator
 
-from .report import BenchReport, progress, rate, run_isolated
+from .common import DISORDER_MS, GAP_MS, SumCount, clicks, progress, rate, run_isolated, timed
+from .report import BenchReport
 
-GAP_MS = 30_000
-DISORDER_MS = 5_000
 EPOCH = 50_000
-
-
-class SumCount(AggregateFunction):
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, accumulator):
-        return (accumulator[0] + value, accumulator[1] + 1)
-
-    def merge(self, acc_a, acc_b):
-        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
-
-    def get_result(self, accumulator):
-        return accumulator
 
 
 class SessionRow(ProcessWindowFunction):
     def process(self, key, context, elements):
         for total, count in elements:
             yield (key, context.window.start, context.window.end, total, count)
-
-
-def _clicks(n_events: int, n_keys: int):
-    return generate_clickstream(n_events, n_keys, max_disorder_ms=DISORDER_MS)
 
 
 def _freeze_input() -> None:
@@ -57,9 +38,9 @@ def _freeze_input() -> None:
 
 def run_operator(backend: str, n_events: int, n_keys: int) -> dict:
     """Sessionize through the operator; returns seconds, per-epoch progress and the sessions."""
-    clicks = _clicks(n_events, n_keys)
-    batches = [[(c.user_id, c.value, c.ts_ms) for c in clicks[i:i + EPOCH]] for i in range(0, len(clicks), EPOCH)]
-    del clicks
+    data = clicks(n_events, n_keys)
+    batches = [[(c.user_id, c.value, c.ts_ms) for c in data[i:i + EPOCH]] for i in range(0, len(data), EPOCH)]
+    del data
     _freeze_input()
     with tempfile.TemporaryDirectory(prefix="bench-windows-") as tmp:
         b = create_backend(StateConfig(backend=backend, local_dir=tmp))
@@ -85,11 +66,10 @@ def run_operator(backend: str, n_events: int, n_keys: int) -> dict:
 
 
 def run_plain(n_events: int, n_keys: int) -> dict:
-    clicks = _clicks(n_events, n_keys)
+    data = clicks(n_events, n_keys)
     _freeze_input()
-    t0 = time.perf_counter()
-    sessions = sessionize_reference(clicks, GAP_MS)
-    return {"seconds": time.perf_counter() - t0, "sessions": sessions}
+    sessions, seconds = timed(lambda: sessionize_reference(data, GAP_MS))
+    return {"seconds": seconds, "sessions": sessions}
 
 
 def run(quick: bool = False) -> BenchReport:
@@ -113,8 +93,8 @@ def run(quick: bool = False) -> BenchReport:
                  f"backend; no late records; backend empty after the final watermark")
     rep.add("session windows", unit="events/s", heap=rates.get("heap"), rocksdb=rates.get("rocksdb"),
             baseline=plain_rate, baseline_name="sort-and-scan", notes="; ".join(notes))
-    rep.add("peak RSS", unit="MiB", heap=rss.get("heap", 0) / (1 << 20) or None,
-            rocksdb=rss.get("rocksdb", 0) / (1 << 20) or None, baseline=plain_rss / (1 << 20),
+    rep.add("peak RSS", unit="MiB", heap=rss["heap"].mib() if "heap" in rss else None,
+            rocksdb=rss["rocksdb"].mib() if "rocksdb" in rss else None, baseline=plain_rss.mib(),
             baseline_name="sort-and-scan", notes="whole process, including the generated input")
     rep.series("events/s by backend", x_label="events processed", y_label="events/s (cumulative)", lines=lines)
     return rep

@@ -44,4 +44,5 @@ def test_local_cluster_matches_spark(spark, sample, tmp_path, fault):
     workers = {w for m in metrics for w in m["workers"]}
     assert len(workers) >= 2, workers  # partitions ran on both executors (several when one was killed)
     if fault:
-        assert len(list((tmp_path / "out" / "_checkpoint" / "_faults").iterdir())) == 1
+        # it fired (again in each new stage attempt: after an executor loss attempt numbers restart at 0)
+        assert len(list((tmp_path / "out" / "_checkpoint" / "_faults").iterdir())) >= 1

@@ -45,7 +45,7 @@ def test_invalid_and_late_rows_go_to_side_outputs(spark, tmp_path):
     d = tmp_path / "in"
     d.mkdir()
     (d / "part-00000.csv").write_text("user_id,ts_ms,value\na,100000,1\n,100500,2\nb,abc,3\nc,1.5,4\n"
-                                      "d,99999999999999999999,5\na,101000,6\n")
+                                      "d,99999999999999999999,5\ne,4611686018427387905,1\na,101000,6\n")
     (d / "part-00001.csv").write_text("user_id,ts_ms,value\na,500000,7\n")
     (d / "part-00002.csv").write_text("user_id,ts_ms,value\na,50000,8\nb,200000,9\n")
     for i, f in enumerate(sorted(d.iterdir())):  # Spark's file source takes files oldest first
@@ -56,11 +56,12 @@ def test_invalid_and_late_rows_go_to_side_outputs(spark, tmp_path):
     invalid = sorted((tuple(r) for r in spark.read.parquet(str(out / "_invalid")).select("user_id", "ts_ms", "reason")
                       .collect()), key=str)
     assert invalid == sorted([(None, "100500", "null key"), ("b", "abc", "unparsable time"),
-                              ("c", "1.5", "unparsable time"), ("d", "99999999999999999999", "time out of int64 range")],
+                              ("c", "1.5", "unparsable time"), ("d", "99999999999999999999", "time out of range [-2**62, 2**62] ms"),
+                              ("e", "4611686018427387905", "time out of range [-2**62, 2**62] ms")],
                              key=str)
     late = [tuple(r) for r in spark.read.parquet(str(out / "_late")).select("user_id", "ts_ms", "value").collect()]
     assert late == [("a", "50000", 8)]
-    assert [m["invalid"] for m in summary.epochs] == [4, 0, 0, 0] and summary.total("late") == 1
+    assert [m["invalid"] for m in summary.epochs] == [5, 0, 0, 0] and summary.total("late") == 1
     rows = sorted(tuple(r) for r in spark.read.parquet(str(out)).select(
         "user_id", "window_start", "window_end", "sum_value", "count", "min_value", "max_value", "avg_value").collect())
     assert rows == [("a", 100000, 131000, 7, 2, 1, 6, 3.5), ("a", 500000, 530000, 7, 1, 7, 7, 7.0),

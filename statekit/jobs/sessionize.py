@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ..durations import to_millis
 from ..spark import InputError, RunSummary, run_keyed
-from ..spark.plan import LATE_TAG
+from ..spark.plan import INVALID_TAG, LATE_TAG
 from .aggregates import Agg, RowAggregate, parse_aggs, result_type
 
 FORMATS = ("csv", "parquet", "json")
@@ -31,7 +31,8 @@ class SessionOperatorFactory:
         from operators import EventTimeSessionWindows, WindowOperator
 
         return WindowOperator(EventTimeSessionWindows.with_gap(self.gap_ms), function=RowAggregate(list(self.aggs)),
-                              window_function=_session_rows()(), late_output_tag=LATE_TAG)
+                              window_function=_session_rows()(), late_output_tag=LATE_TAG,
+                              invalid_output_tag=INVALID_TAG)
 
 
 _ROWS: type | None = None

@@ -103,13 +103,15 @@ class EpochRunner:
             watermark = MAX_TIMESTAMP
         else:
             watermark = None if last is None else last.next_watermark(self.delay_ms)
-        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark)
         P, maxp, ki, ti = job.partitions, job.max_parallelism, job.key_index, job.time_index
         if df is None:
-            routed = sc.parallelize([], P)
+            rows, routed = None, sc.parallelize([], P)
         else:
-            routed = (df.rdd.mapPartitionsWithIndex(lambda split, rows: route(rows, split, P, maxp, ki, ti))
+            rows = df.rdd
+            routed = (rows.mapPartitionsWithIndex(lambda split, it: route(it, split, P, maxp, ki, ti))
                       .partitionBy(P, _identity))
+        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark,
+                         0 if rows is None else rows.getNumPartitions())
         out = routed.mapPartitionsWithIndex(
             lambda i, items: run_partition(job, plan, i, (v for _, v in items))).persist(StorageLevel.MEMORY_AND_DISK)
         try:
@@ -205,6 +207,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     if delay_ms < 0:
         raise ValueError(f"watermark delay must be >= 0, got {watermark_delay!r}")
     checkpoint = checkpoint or settings.get("checkpoint") or output.rstrip("/") + "/_checkpoint"
+    if "://" not in checkpoint:
+        checkpoint = os.path.abspath(checkpoint)  # executors run in other working directories
     partitions = int(partitions or settings.get("partitions") or spark.sparkContext.defaultParallelism)
     check_parallelism(partitions, state_config.max_parallelism)
     fault = os.environ.get(FAULT_ENV)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 LATE_TAG = "late"  # operators side-output late records under this tag; they go to <output>/_late/
+INVALID_TAG = "invalid"  # records an operator refuses (objects with .value = the row and .reason) -> _invalid/
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,11 @@ class JobPlan:
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """One epoch: its number, the committed epoch to start from (None: empty state) and its watermark."""
+    """One epoch: its number, the committed epoch to start from (None: empty state), its watermark and
+    the number of map partitions whose end markers each task must receive before it commits."""
 
     epoch: int
     restore_epoch: int | None
     watermark: int | None
+    inputs: int = 0
     extra: dict[str, Any] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """Map side of an epoch: check each input row, then route it to the partition serving its key group.
 
 A valid row travels as ``(key, row, ts)``; an invalid one as ``(row, reason)`` and ends in the
-invalid-records side output. Routing uses statekit's key groups, so a partition always receives
+invalid-records side output; ``(split,)`` marks the end of one map partition's rows. Routing uses statekit's key groups, so a partition always receives
 exactly the keys of ``key_groups_for_partition(index, partitions)``.
 """
 
@@ -11,7 +11,9 @@ import math
 from typing import Any, Iterable, Iterator
 
 from ..keygroups import key_group_for, partition_for_key_group
-from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
+
+
+TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
 
 
 def event_time(value: Any) -> tuple[int | None, str | None]:
@@ -33,8 +35,8 @@ def event_time(value: Any) -> tuple[int | None, str | None]:
             return None, "unparsable time"
     else:
         return None, f"time of type {type(value).__name__}"
-    if not MIN_TIMESTAMP < ts < MAX_TIMESTAMP:
-        return None, "time out of int64 range"
+    if not -TIME_BOUND <= ts <= TIME_BOUND:
+        return None, "time out of range [-2**62, 2**62] ms"
     return ts, None
 
 
@@ -53,7 +55,9 @@ def key_problem(key: Any) -> str | None:
 
 def route(rows: Iterable[Any], split: int, partitions: int, max_parallelism: int, key_index: int,
           time_index: int) -> Iterator[tuple[int, tuple]]:
-    """(partition, record) for each row of map partition ``split``; invalid rows spread by ``split``."""
+    """(partition, record) for each row of map partition ``split``; invalid rows spread by ``split``.
+    Ends with a marker ``(split,)`` to every partition: a task that did not receive the markers of
+    every map partition has a truncated input (its executor died mid-stream) and must not commit."""
     for r in rows:
         row = tuple(r)
         key = row[key_index]
@@ -70,3 +74,5 @@ def route(rows: Iterable[Any], split: int, partitions: int, max_parallelism: int
             yield split % partitions, (row, reason)
         else:
             yield partition_for_key_group(kg, partitions, max_parallelism), (key, row, ts)
+    for p in range(partitions):
+        yield p, (split,)

@@ -18,8 +18,10 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this interpreter (statekit installed)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.appName(app_name).master(master or DEFAULT_MASTER)
-               .config("spark.ui.enabled", "false")
+    builder = SparkSession.builder.appName(app_name)
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master applies
+        builder = builder.master(master or DEFAULT_MASTER)
+    builder = (builder.config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4"))
     for k, v in (conf or {}).items():

@@ -25,7 +25,7 @@ from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
 from ..registry import create_backend
 from .errors import InjectedFault
-from .plan import LATE_TAG, EpochPlan, JobPlan
+from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 
 
 @dataclass
@@ -120,9 +120,18 @@ def run_partition(job: JobPlan, epoch: EpochPlan, index: int, items: Iterable[tu
     then one ("s", stats)."""
     t0 = time.perf_counter()
     kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
-    valid, invalid = [], []
+    valid, invalid, ends = [], [], 0
     for item in items:
-        (valid if len(item) == 3 else invalid).append(item)
+        n = len(item)
+        if n == 3:
+            valid.append(item)
+        elif n == 2:
+            invalid.append(item)
+        else:
+            ends += 1
+    if ends != epoch.inputs:  # an orphaned worker of a lost executor sees its input end early
+        raise RuntimeError(f"epoch {epoch.epoch} partition {index}: input truncated ({ends} of {epoch.inputs} "
+                           f"map outputs received); not committing")
     valid.sort(key=itemgetter(2))  # a replay sees the same order whatever order the shuffle delivered
     store = CheckpointStore(job.checkpoint, retain=job.retain)
     slot, fast = acquire(job, epoch, store, kgs)
@@ -136,6 +145,7 @@ def run_partition(job: JobPlan, epoch: EpochPlan, index: int, items: Iterable[tu
             op.process_watermark(epoch.watermark)
         results = slot.output.drain()
         late = slot.output.drain_side(LATE_TAG)
+        refused = [(r.value, f"{getattr(r, 'field', 'record')}: {r.reason}") for r, _ in slot.output.drain_side(INVALID_TAG)]
         dropped = op.metrics.get("late_dropped", 0) - late_before
         t2 = time.perf_counter()
         _maybe_fail(job, epoch.epoch, index, "before-commit")
@@ -153,10 +163,10 @@ def run_partition(job: JobPlan, epoch: EpochPlan, index: int, items: Iterable[tu
     reason = f"late: behind watermark {watermark_before}"
     for row, _ in late:
         yield "l", row + (reason,)
-    for row, why in invalid:
+    for row, why in invalid + refused:
         yield "i", row + (why,)
     yield "s", {
-        "partition": index, "records": len(valid), "invalid": len(invalid), "late": len(late) + dropped,
+        "partition": index, "records": len(valid) - len(refused), "invalid": len(invalid) + len(refused), "late": len(late) + dropped,
         "results": len(results), "max_ts": max_ts, "fast_path": fast,
         "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),

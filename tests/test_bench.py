@@ -1,0 +1,93 @@
+"""`statekit bench all --quick` end to end: every part writes JSON with every figure (unit and numbers),
+the machine and the parameters, a Markdown table and a plot. No timing asserts."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import PARTS
+
+SPARK_TAGS = ["(20,000 events, 2,000 users)"]
+EXPECTED = {
+    "ops": [
+        *(name for op in ("value get+update (set_current_key per op)", "value get+update (cold: first pass, new keys)",
+                          "list add", "map put+get", "aggregating add")
+          for name in (op, f"{op}: rocksdb vs raw rocksdict")),
+        "value get+update (key already set)", "merge_namespaces (2 list windows)",
+        *(f"scaling {n:,} keys: {what}" for n in (1_000, 10_000, 100_000)
+          for what in ("insert", "random get+update", "peak RSS", "memory per key")),
+        "heap keys per GiB of RSS",
+    ],
+    "timers": [*(f"{what} {n:,} timers" for n in (10_000, 100_000) for what in ("register", "fire")),
+               "peak RSS, 10,000 timers", "peak RSS, 100,000 timers", "rocksdb RSS growth 10,000 -> 100,000 timers"],
+    "windows": ["session windows", "peak RSS"],
+    "snapshots": ["full snapshot bytes (10,000 keys)", "full snapshot time (10,000 keys)",
+                  "restore time, full (10,000 keys)",
+                  *(f"{b} {what} @{pct} changed (10,000 keys), mean" for b in ("heap", "rocksdb")
+                    for pct in ("1%", "10%", "100%") for what in ("snapshot bytes", "snapshot time"))],
+    "spark": [f"{fig} vs {base} {tag}" for tag in SPARK_TAGS
+              for base in ("spark session_window", "transformWithStateInPandas")
+              for fig in ("events/s", "sessions", "peak RSS driver JVM", "peak RSS Python workers",
+                          "peak RSS driver Python", "peak RSS whole process tree")],
+}
+"""Figures each part must report in quick mode (a part may report more)."""
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    script = Path(sys.executable).with_name("statekit")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bench"]
+    if script.exists():
+        cmd.append("bench")
+    subprocess.run([*cmd, "all", "--quick", "--out", str(out)], check=True, timeout=900)
+    return out
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _tws_missing() -> bool:
+    """transformWithStateInPandas needs pandas and protobuf; without them the bench skips it."""
+    from bench.spark import tws_unavailable
+
+    return tws_unavailable() is not None
+
+
+@pytest.mark.parametrize("part", list(PARTS))
+def test_part_report(out_dir: Path, part: str) -> None:
+    data = json.loads((out_dir / f"{part}.json").read_text())
+    assert data["part"] == part
+    machine = data["machine"]
+    assert machine["cores"] >= 1 and machine["memory_gib"] > 0 and machine["versions"]["statekit"]
+    assert data["params"]
+    figures = {f["name"]: f for f in data["figures"]}
+    expected = [n for n in EXPECTED[part] if not ("transformWithStateInPandas" in n and _tws_missing())]
+    missing = [n for n in expected if n not in figures]
+    assert not missing, f"{part}: figures missing: {missing}"
+    for name, f in figures.items():
+        assert f["unit"], f"{part}/{name}: no unit"
+        values = [f[k] for k in ("heap", "rocksdb", "baseline") if f[k] is not None]
+        assert values and all(_number(v) for v in values), f"{part}/{name}: values {values}"
+        if f["baseline"] is not None:
+            assert f["baseline_name"], f"{part}/{name}: baseline without a name"
+        if part in ("windows", "spark") or name.startswith("scaling"):
+            assert _number(f["heap"]) and _number(f["rocksdb"]), f"{part}/{name}: both backends expected"
+    assert (out_dir / f"{part}.md").read_text().count("\n|") >= len(expected)
+    assert (out_dir / f"{part}.png").stat().st_size > 0
+
+
+def test_spark_sessions_agree(out_dir: Path) -> None:
+    """Every Spark variant produced the reference sessions (differences are reported in the notes)."""
+    data = json.loads((out_dir / "spark.json").read_text())
+    for f in data["figures"]:
+        if f["name"].startswith("sessions vs"):
+            assert "DIFFERS" not in f["notes"], f["notes"]
+            assert f["heap"] == f["rocksdb"] == f["baseline"]
