@@ -11,6 +11,7 @@ import sys
 import msgpack
 import pytest
 
+from operators_support import SumCount
 from statekit import (AggregateFunction, AggregatingStateDescriptor, ConfigError, InvalidKeyError, KeyGroupError,
                       ListStateDescriptor, MapStateDescriptor, NoCurrentKeyError, ReducingStateDescriptor,
                       SerializationError, StateConfig, StateDescriptorError, StateError, StateTtlConfig,
@@ -41,16 +42,7 @@ class Concat(AggregateFunction):
         return "".join(accumulator)
 
 
-class Average(AggregateFunction):
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, accumulator):
-        return (accumulator[0] + value, accumulator[1] + 1)
-
-    def merge(self, acc_a, acc_b):
-        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
-
+class Average(SumCount):
     def get_result(self, accumulator):
         return accumulator[0] / accumulator[1]
 

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statekit import (KEY_SERIALIZER, AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor,
+from operators_support import SumCount
+from statekit import (KEY_SERIALIZER, AggregatingStateDescriptor, ListStateDescriptor,
                       MapStateDescriptor, ReducingStateDescriptor, StateTtlConfig, UpdateType, ValueStateDescriptor,
                       available_backends, backend_class)
 
@@ -28,20 +29,6 @@ PAIR_SETTINGS = settings(SETTINGS, max_examples=30)
 KEYS = ["a", 1, ("t", 2)]
 NAMESPACES = [None, ("w", 0, 10), 3]
 MAP_KEYS = ["x", 1, ("t", 1)]
-
-
-class SumCount(AggregateFunction):
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, accumulator):
-        return (accumulator[0] + value, accumulator[1] + 1)
-
-    def merge(self, acc_a, acc_b):
-        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
-
-    def get_result(self, accumulator):
-        return accumulator
 
 
 def add(a: int, b: int) -> int:
