@@ -42,10 +42,8 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
-    script = Path(sys.executable).with_name("statekit")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bench"]
-    if script.exists():
-        cmd.append("bench")
+    script = Path(sys.executable).with_name("statekit")  # the venv's console script
+    cmd = [str(script), "bench"] if script.exists() else [sys.executable, "-m", "bench"]
     subprocess.run([*cmd, "all", "--quick", "--out", str(out)], check=True, timeout=900)
     return out
 
@@ -66,7 +64,8 @@ def test_part_report(out_dir: Path, part: str) -> None:
     data = json.loads((out_dir / f"{part}.json").read_text())
     assert data["part"] == part
     machine = data["machine"]
-    assert machine["cores"] >= 1 and machine["memory_gib"] > 0 and machine["versions"]["statekit"]
+    assert machine["cores"] >= 1 and machine["memory_gib"] > 0 and machine["python"]
+    assert machine["versions"]["statekit"] and machine["versions"]["pyspark"]
     assert data["params"]
     figures = {f["name"]: f for f in data["figures"]}
     expected = [n for n in EXPECTED[part] if not ("transformWithStateInPandas" in n and _tws_missing())]
