@@ -104,7 +104,13 @@ def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
     ctx = TaskContext.get()
     if not f.always and ctx is not None and ctx.attemptNumber() > 0:
         return
-    Storage(job.checkpoint).write(f"_faults/epoch={epoch}-partition={partition}-{uuid.uuid4().hex}", when.encode())
+    storage = Storage(job.checkpoint)
+    marker = f"epoch={epoch}-partition={partition}-"
+    # attempt numbers restart at 0 on a new executor: a one-shot fault must not fire again (a repeatedly
+    # killed executor makes the standalone master remove the whole application)
+    if not f.always and any(fi.path.rsplit("/", 1)[-1].startswith(marker) for fi in storage.list_files("_faults")):
+        return
+    storage.write(f"_faults/{marker}{uuid.uuid4().hex}", when.encode())
     if f.action == "exit":
         os._exit(17)
     if f.action == "kill-executor":
