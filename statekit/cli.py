@@ -26,6 +26,8 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=["stream", "batch"], default="stream")
     p.add_argument("--trigger", choices=["available-now", "continuous"], default="available-now")
     p.add_argument("--final", action="store_true", help="the input is complete: fire and clean every window at the end")
+    p.add_argument("--max-ahead", default="default",
+                   help="refuse event times further ahead of the clock (to _invalid/; default 7d; none: no limit)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
 
 
@@ -51,12 +53,13 @@ def run_sessionize(args: Any) -> int:
         def progress(m: dict) -> None:
             bar.update(1)
             bar.set_postfix(epoch=m["epoch"], records=m["records_in"], sessions=m["results"], late=m["late"],
-                            invalid=m["invalid"], state=m["state_entries"], snap_kb=m["snapshot_bytes"] // 1024)
+                            invalid=m["invalid"], future=m["future"], state=m["state_entries"], snap_kb=m["snapshot_bytes"] // 1024)
 
         summary = sessionize(spark, input=args.input, output=args.output, key=args.key, time=args.time, gap=args.gap,
                              watermark_delay=args.watermark_delay, aggs=args.agg or ["count"], backend=args.backend,
                              checkpoint=args.checkpoint, partitions=args.partitions, fmt=args.fmt, mode=args.mode,
-                             trigger=args.trigger, final=args.final, progress=progress)
+                             trigger=args.trigger, final=args.final, max_ahead=args.max_ahead,
+                             progress=progress)
     records = summary.total("records_in")
     print(f"sessionize: {len(summary.epochs)} epochs, {records:,} records, {summary.total('results'):,} sessions, "
           f"{summary.total('late')} late, {summary.total('invalid')} invalid, "

@@ -14,14 +14,18 @@ DEFAULT_MAX_PARALLELISM = 128
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 
 
-def stable_hash(data: bytes) -> int:
-    """CRC32 of ``data`` spread by murmur3's 32-bit finalizer (crc32 alone clusters similar keys)."""
-    h = crc32(data)
+def fmix32(h: int) -> int:
+    """Murmur3's 32-bit finalizer: every input bit affects every output bit."""
     h ^= h >> 16
     h = (h * 0x85EBCA6B) & 0xFFFFFFFF
     h ^= h >> 13
     h = (h * 0xC2B2AE35) & 0xFFFFFFFF
     return h ^ (h >> 16)
+
+
+def stable_hash(data: bytes) -> int:
+    """CRC32 of ``data`` spread by murmur3's 32-bit finalizer (crc32 alone clusters similar keys)."""
+    return fmix32(crc32(data))
 
 
 def key_group_for_bytes(key_bytes: bytes, max_parallelism: int) -> int:

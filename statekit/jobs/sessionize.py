@@ -119,8 +119,9 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                watermark_delay: int | str = 0, aggs: Iterable[str] = ("count",), backend: str | None = None,
                checkpoint: str | None = None, partitions: int | None = None, fmt: str | None = None,
                mode: str = "stream", trigger: str = "available-now", final: bool = False,
-               progress: Callable[[dict], None] | None = None) -> RunSummary:
-    """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``."""
+               max_ahead: int | str | None = "default", progress: Callable[[dict], None] | None = None) -> RunSummary:
+    """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
+    ``max_ahead`` as for ``run_keyed``."""
     gap_ms = to_millis(gap, "--gap")
     if gap_ms <= 0:
         raise ValueError(f"--gap must be positive, got {gap!r}")
@@ -137,4 +138,5 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     return run_keyed(df, key=key, time=time, columns=columns, operator_factory=SessionOperatorFactory(gap_ms, positions),
                      result_schema=out_schema, output=output, checkpoint=checkpoint, watermark_delay=delay_ms,
                      config={"backend": backend} if backend else None, partitions=partitions, mode=mode,
-                     final=final or mode == "batch", trigger=trigger, operator_id="sessionize", progress=progress)
+                     final=final or mode == "batch", trigger=trigger, operator_id="sessionize", max_ahead=max_ahead,
+                     progress=progress)

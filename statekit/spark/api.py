@@ -1,24 +1,29 @@
 """``run_keyed``: run a keyed operator over a Spark DataFrame in epochs, exactly once, with its state
 in a statekit backend that is checkpointed per epoch.
 
-Per epoch the driver (1) routes the epoch's rows to ``partitions`` tasks by key group, invalid rows
-aside with a reason; (2) each task runs the operator for its key groups from the state of the
-previous committed epoch (kept open in the worker, or restored from the checkpoint), feeds the
-rows, advances the watermark of this epoch and commits its snapshot as this epoch; (3) the driver
-replaces ``<output>/epoch=<e>`` (and ``_late/``, ``_invalid/``) with the epoch's rows, records its
-metrics, and (4) commits the epoch record under ``<checkpoint>/_driver``. A replay of an epoch
-(task retry, restarted query) starts again from the previous committed epoch with the same rows
-and watermark, so it writes the same output over the same directories: no duplicates, no loss.
+Each epoch is one Spark job over Arrow batches: (1) a map stage checks every row and tags it with
+the partition of its key group (``records.Router``; invalid rows keep a reason); Spark's hash
+shuffle brings each row to that partition; (2) each task runs the operator for its key groups
+from the state of the previous committed epoch (kept open in the worker, or restored from the
+checkpoint), feeds the rows, advances the watermark of this epoch, commits its snapshot as this
+epoch and stages its output files; (3) the driver publishes the staged files as
+``<output>/epoch=<e>`` (and ``_late/``, ``_invalid/``), records the epoch's metrics, and (4)
+commits the epoch record under ``<checkpoint>/_driver``. A replay of an epoch (task retry,
+restarted query) starts again from the previous committed epoch with the same rows, watermark and
+time limit, so it publishes the same output over the same directories: no duplicates, no loss.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
-from time import perf_counter
+import time
 from dataclasses import dataclass, field
+from functools import partial
 from operator import itemgetter
+from time import perf_counter
 from typing import Any, Callable, Mapping
 
 from ..config import StateConfig
@@ -28,12 +33,13 @@ from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
 from .errors import InputError, StopRequested
 from .plan import EpochPlan, Fault, JobPlan
-from .records import route
+from .records import ROUTE, Router, routed_schema, routing_values
 from .sink import OutputDir
 from .tasks import run_partition
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
-_JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size")
+_JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead")
+DEFAULT_MAX_AHEAD = "7d"
 
 
 @dataclass
@@ -69,14 +75,13 @@ def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -
 class EpochRunner:
     """Runs epochs of one job on the driver; ``run`` is called per input batch and once for ``final``."""
 
-    def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, result_schema: Any,
-                 sink: OutputDir, log: EpochLog, progress: Callable[[dict], None] | None = None) -> None:
-        from pyspark.sql.types import StringType, StructField, StructType
-
+    def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, log: EpochLog,
+                 max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None) -> None:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
-        self.result_schema = result_schema
-        self.side_schema = StructType(list(input_schema.fields) + [StructField("reason", StringType(), False)])
-        self.sink, self.log, self.progress = sink, log, progress
+        self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
+        self.routing = routing_values(job.partitions)
+        self.max_ahead_ms, self.max_ahead = max_ahead_ms, max_ahead
+        self.log, self.progress = log, progress
         self.committed: list[dict[str, Any]] = []
         self.busy = threading.Lock()
         self.stop_requested = False
@@ -89,10 +94,8 @@ class EpochRunner:
             return self._run(df, batch_id, final)
 
     def _run(self, df: Any | None, batch_id: int | None, final: bool) -> dict[str, Any] | None:
-        from pyspark import StorageLevel
-
         t0 = perf_counter()
-        job, sc = self.job, self.spark.sparkContext
+        job = self.job
         last = self.log.last()
         if last is not None and batch_id is not None and batch_id <= last.last_batch_id:
             return None
@@ -103,65 +106,46 @@ class EpochRunner:
             watermark = MAX_TIMESTAMP
         else:
             watermark = None if last is None else last.next_watermark(self.delay_ms)
-        P, maxp, ki, ti = job.partitions, job.max_parallelism, job.key_index, job.time_index
-        if df is None:
-            rows, routed = None, sc.parallelize([], P)
-        else:
-            rows = df.rdd
-            routed = (rows.mapPartitionsWithIndex(lambda split, it: route(it, split, P, maxp, ki, ti))
-                      .partitionBy(P, _identity))
-        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark,
-                         0 if rows is None else rows.getNumPartitions())
-        out = routed.mapPartitionsWithIndex(
-            lambda i, items: run_partition(job, plan, i, (v for _, v in items))).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            stats = out.filter(_tagged("s")).map(itemgetter(1)).collect()
-            results = sum(s["results"] for s in stats)
-            self.sink.write_epoch(self._frame(out, "r", self.result_schema), epoch)
-            for tag, sub, count in (("l", "_late/", sum(s["late"] for s in stats)),
-                                    ("i", "_invalid/", sum(s["invalid"] for s in stats))):
-                if count:
-                    self.sink.write_epoch(self._frame(out, tag, self.side_schema), epoch, sub)
-                else:
-                    self.sink.remove_epoch(epoch, sub)
-        finally:
-            out.unpersist()
+        clock = int(time.time() * 1000)
+        limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
+        limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
+        source = df if df is not None else self.spark.createDataFrame([], self.input_schema)
+        inputs = source.rdd.getNumPartitions()
+        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs)
+        router = Router(job.columns[0], job.columns[1], job.partitions, job.max_parallelism, self.routing,
+                        job.routed_schema, limit, self.max_ahead)
+        tasks = (source.mapInArrow(router, self.routed_schema).repartition(job.partitions, ROUTE)
+                 .mapInArrow(partial(run_partition, job, plan), "stats string"))
+        stats = sorted((json.loads(r[0]) for r in tasks.collect()), key=itemgetter("partition"))
+        sink = job.sink
+        for tag, sub in (("r", ""), ("l", "_late/"), ("i", "_invalid/")):
+            sink.publish(epoch, {s["partition"]: s["files"][tag] for s in stats if tag in s["files"]}, sub)
+        sink.drop_staging(epoch)
         seen = [s["max_ts"] for s in stats if s["max_ts"] is not None]
         if last is not None and last.max_ts is not None:
             seen.append(last.max_ts)
         record = EpochRecord(epoch, MIN_TIMESTAMP if watermark is None else watermark, max(seen) if seen else None,
                              batch_id if batch_id is not None else (-1 if last is None else last.last_batch_id),
-                             final or (last is not None and last.final), P, job.operator_id)
+                             final or (last is not None and last.final), job.partitions, job.operator_id)
+        total = lambda name: sum(s[name] for s in stats)  # noqa: E731
         metrics = {
             "epoch": epoch, "batch_id": batch_id, "final": final, "watermark": watermark, "max_ts": record.max_ts,
-            "partitions": P, "records_in": sum(s["records"] for s in stats) + sum(s["invalid"] for s in stats),
-            "records": sum(s["records"] for s in stats), "results": results,
-            "late": sum(s["late"] for s in stats), "invalid": sum(s["invalid"] for s in stats),
-            "state_entries": sum(s["state_entries"] for s in stats),
-            "snapshot_bytes": sum(s["snapshot_bytes"] for s in stats),
-            "snapshot_seconds": max(s["snapshot_seconds"] for s in stats),
+            "time_limit": limit, "partitions": job.partitions, "records_in": total("records") + total("invalid"),
+            "records": total("records"), "results": total("results"), "late": total("late"),
+            "invalid": total("invalid"), "future": total("future"), "state_entries": total("state_entries"),
+            "snapshot_bytes": total("snapshot_bytes"),
+            **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "restore_seconds", "process_seconds")},
             "fast_path_partitions": sum(1 for s in stats if s["fast_path"]),
             "workers": sorted({s["worker"] for s in stats}),
-            "rescaled_from": last.partitions if last is not None and last.partitions != P else None,
+            "rescaled_from": last.partitions if last is not None and last.partitions != job.partitions else None,
             "seconds": round(perf_counter() - t0, 3),
         }
-        self.sink.record_metrics(metrics)
+        sink.record_metrics(metrics)
         self.log.commit(record)
         self.committed.append(metrics)
         if self.progress is not None:
             self.progress(metrics)
         return metrics
-
-    def _frame(self, out: Any, tag: str, schema: Any) -> Any:
-        return self.spark.createDataFrame(out.filter(_tagged(tag)).map(itemgetter(1)), schema, verifySchema=False)
-
-
-def _identity(p: int) -> int:
-    return p
-
-
-def _tagged(tag: str) -> Callable[[tuple], bool]:
-    return lambda t: t[0] == tag
 
 
 def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], Any], result_schema: Any, output: str,
@@ -169,6 +153,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
               watermark_delay: int | str = 0, config: StateConfig | Mapping[str, Any] | None = None,
               partitions: int | None = None, mode: str | None = None, final: bool = False,
               trigger: str = "available-now", trigger_interval: str = "5 seconds", operator_id: str = "operator",
+              max_ahead: int | str | None = "default",
               progress: Callable[[dict], None] | None = None) -> RunSummary:
     """Run the operator made by ``operator_factory`` over ``df`` keyed by ``key`` with event time ``time``
     (integer milliseconds), writing its results under ``output``; returns the epochs' metrics.
@@ -181,8 +166,12 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     epoch with the maximum watermark fires and cleans every window. ``checkpoint`` default:
     ``spark.statekit.checkpoint``, else ``<output>/_checkpoint``; ``partitions`` default:
     ``spark.statekit.partitions``, else Spark's default parallelism. Rerunning with the same
-    checkpoint resumes after its last committed epoch."""
-    from pyspark.sql.types import StructType, _parse_datatype_string
+    checkpoint resumes after its last committed epoch. ``max_ahead`` (``"default"``: ``spark.statekit.max_ahead``,
+    else 7 days; None or ``"none"``: no limit): records whose event time is further ahead of the
+    driver's clock go to the invalid output, so that one bogus timestamp cannot move the watermark
+    past every open window."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
 
     spark = df.sparkSession
     streaming = df.isStreaming
@@ -206,21 +195,29 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     delay_ms = to_millis(watermark_delay, "watermark delay")
     if delay_ms < 0:
         raise ValueError(f"watermark delay must be >= 0, got {watermark_delay!r}")
+    if max_ahead == "default":
+        max_ahead = settings.get("max_ahead", DEFAULT_MAX_AHEAD)
+    max_ahead_ms = None if max_ahead is None or str(max_ahead).strip().lower() == "none" else to_millis(max_ahead, "max_ahead")
+    if max_ahead_ms is not None and max_ahead_ms < 0:
+        raise ValueError(f"max_ahead must be >= 0, got {max_ahead!r}")
     checkpoint = checkpoint or settings.get("checkpoint") or output.rstrip("/") + "/_checkpoint"
     if "://" not in checkpoint:
         checkpoint = os.path.abspath(checkpoint)  # executors run in other working directories
     partitions = int(partitions or settings.get("partitions") or spark.sparkContext.defaultParallelism)
     check_parallelism(partitions, state_config.max_parallelism)
     fault = os.environ.get(FAULT_ENV)
-    job = JobPlan(operator_id, operator_factory, checkpoint, state_config.to_dict(), partitions,
-                  state_config.max_parallelism, 0, 1, int(settings.get("retain", 3)), int(settings.get("cache_size", 8)),
-                  Fault.parse(fault) if fault else None)
     if isinstance(result_schema, str):
         result_schema = _parse_datatype_string(result_schema)
     if not isinstance(result_schema, StructType):
         raise TypeError(f"result_schema must be a StructType or a DDL string, got {result_schema!r}")
-    sink = OutputDir(spark, output)
-    runner = EpochRunner(spark, job, delay_ms, selected.schema, result_schema, sink, EpochLog(checkpoint), progress)
+    side_schema = StructType(list(selected.schema.fields) + [StructField("reason", StringType(), True)])
+    sink = OutputDir(output)
+    job = JobPlan(operator_id, operator_factory, checkpoint, state_config.to_dict(), partitions,
+                  state_config.max_parallelism, tuple(columns), to_arrow_schema(routed_schema(selected.schema)),
+                  to_arrow_schema(result_schema), to_arrow_schema(side_schema), sink,
+                  int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None)
+    runner = EpochRunner(spark, job, delay_ms, selected.schema, EpochLog(checkpoint), max_ahead_ms,
+                         str(max_ahead), progress)
     t0 = perf_counter()
     if mode == "batch":
         runner.run(selected)

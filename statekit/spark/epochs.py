@@ -3,7 +3,8 @@
 A record is written atomically after an epoch's state and output are committed; it is the
 epoch's commit point. It carries what the next epoch needs to be replay-safe: the watermark
 (max event time through the epoch minus the delay, never decreasing), the Spark batch ids
-already consumed, and the partition count the state was written with.
+already consumed, and the partition count the state was written with. Before an epoch runs, its
+intent (the decisions a replay must repeat, like the clock's time limit) is kept next to them.
 """
 
 from __future__ import annotations
@@ -55,10 +56,22 @@ class EpochLog:
             return None
         return EpochRecord(**json.loads(self.storage.read(f"{DRIVER_DIR}/epoch={epochs[-1]}.json")))
 
+    def intent(self, epoch: int, values: dict[str, Any]) -> dict[str, Any]:
+        """What the first attempt of ``epoch`` decided (a replay must decide the same), else ``values``,
+        recorded for the replays to come."""
+        rel = f"{DRIVER_DIR}/intent={epoch}.json"
+        try:
+            return json.loads(self.storage.read(rel))
+        except FileNotFoundError:
+            self._write(rel, values)
+            return values
+
     def commit(self, record: EpochRecord) -> None:
-        """Write ``record`` atomically, then forget records beyond the last ``keep``."""
-        data = json.dumps(asdict(record), sort_keys=True).encode()
-        self.storage.commit(f"{DRIVER_DIR}/epoch={record.epoch}.json", data, f"{DRIVER_DIR}/_tmp/{uuid.uuid4().hex}.json")
+        """Write ``record`` atomically, then forget its intent and records beyond the last ``keep``."""
+        self._write(f"{DRIVER_DIR}/epoch={record.epoch}.json", asdict(record))
+        self.storage.delete(f"{DRIVER_DIR}/intent={record.epoch}.json")
         for e in self.epochs()[:-self.keep]:
             self.storage.delete(f"{DRIVER_DIR}/epoch={e}.json")
 
+    def _write(self, rel: str, data: dict[str, Any]) -> None:
+        self.storage.commit(rel, json.dumps(data, sort_keys=True).encode(), f"{DRIVER_DIR}/_tmp/{uuid.uuid4().hex}.json")

@@ -39,7 +39,10 @@ class Fault:
 
 @dataclass(frozen=True)
 class JobPlan:
-    """Constant for a run: operator, where its state lives, how records are laid out and routed."""
+    """Constant for a run: operator, where its state and output live, how records are laid out.
+    ``columns``: the input columns given to the operator as the record's row, key first, then time;
+    the schemas are pyarrow schemas of the routed input, the results and the side outputs (the
+    input columns and a ``reason``)."""
 
     operator_id: str
     operator_factory: Callable[[], Any]
@@ -47,8 +50,11 @@ class JobPlan:
     config: dict[str, Any]
     partitions: int
     max_parallelism: int
-    key_index: int
-    time_index: int
+    columns: tuple[str, ...]
+    routed_schema: Any
+    result_schema: Any
+    side_schema: Any
+    sink: Any
     retain: int = 3
     cache_size: int = 8
     fault: Fault | None = None

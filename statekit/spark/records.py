@@ -1,19 +1,25 @@
-"""Map side of an epoch: check each input row, then route it to the partition serving its key group.
+"""Map side of an epoch: check the rows of Arrow batches and tag each with the partition of its key group.
 
-A valid row travels as ``(key, row, ts)``; an invalid one as ``(row, reason)`` and ends in the
-invalid-records side output; ``(split,)`` marks the end of one map partition's rows. Routing uses statekit's key groups, so a partition always receives
-exactly the keys of ``key_groups_for_partition(index, partitions)``.
+Every row leaves with the routing columns below; Spark's own hash shuffle (``repartition`` on
+``_r``) then brings it to its partition, so records never cross the JVM/Python border as pickled
+rows. Checks are vectorized where Arrow allows (integer times, one key-group computation per
+distinct key of a batch) and fall back to per-row Python for other column types.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from ..keygroups import key_group_for, partition_for_key_group
-
+from ..keygroups import fmix32, key_group_for, partition_for_key_group
 
 TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
+TS, PART, ROUTE, SEQ, WHY, MARK = "_ts", "_p", "_r", "_seq", "_why", "_m"
+ROUTING_COLUMNS = ((TS, "long"), (PART, "int"), (ROUTE, "int"), (SEQ, "long"), (WHY, "string"), (MARK, "int"))
+"""Added to each row: event time (ms), partition, its routing value for Spark's hash partitioner,
+a replay-stable sequence number, why the row is invalid (null: valid), and the end-of-split marker."""
+FUTURE_REASON = "time ahead of the clock"
 
 
 def event_time(value: Any) -> tuple[int | None, str | None]:
@@ -53,26 +59,125 @@ def key_problem(key: Any) -> str | None:
     return None
 
 
-def route(rows: Iterable[Any], split: int, partitions: int, max_parallelism: int, key_index: int,
-          time_index: int) -> Iterator[tuple[int, tuple]]:
-    """(partition, record) for each row of map partition ``split``; invalid rows spread by ``split``.
-    Ends with a marker ``(split,)`` to every partition: a task that did not receive the markers of
-    every map partition has a truncated input (its executor died mid-stream) and must not commit."""
-    for r in rows:
-        row = tuple(r)
-        key = row[key_index]
-        reason = key_problem(key)
-        ts = None
-        if reason is None:
-            ts, reason = event_time(row[time_index])
-        if reason is None:
-            try:
-                kg = key_group_for(key, max_parallelism)
-            except Exception as e:  # the key serializer names the type it cannot encode
-                reason = f"unserializable key: {e}"
-        if reason is not None:
-            yield split % partitions, (row, reason)
+@dataclass(frozen=True)
+class Router:
+    """Routes the rows of one epoch: ``routing[p]`` is a value Spark's hash partitioner sends to
+    partition ``p``; rows with event times after ``time_limit`` (ms, None: no limit) are refused."""
+
+    key: str
+    time: str
+    partitions: int
+    max_parallelism: int
+    routing: tuple[int, ...]
+    schema: Any  # pyarrow schema of the output: the input's columns, then ROUTING_COLUMNS
+    time_limit: int | None = None
+    max_ahead: str = ""
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """mapInArrow function: each batch with the routing columns, then one marker row per partition."""
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        split = TaskContext.get().partitionId()
+        seq, schema = split << 36, self.schema
+        for batch in batches:
+            n = batch.num_rows
+            if n == 0:
+                continue
+            parts, why_key = self._partitions(batch.column(self.key))
+            ts, why_time = self._times(batch.column(self.time))
+            why = [k if k is not None else t for k, t in zip(why_key, why_time)] if why_key or why_time else None
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, ts, pa.array(parts, pa.int32()), pa.array([self.routing[p] for p in parts], pa.int32()),
+                 pa.array(range(seq, seq + n), pa.int64()), pa.array(why or [None] * n, pa.string()),
+                 pa.nulls(n, pa.int32())], schema=schema)
+            seq += n
+        P = self.partitions
+        yield pa.RecordBatch.from_arrays(
+            [*(pa.nulls(P, f.type) for f in list(schema)[:-len(ROUTING_COLUMNS)]), pa.nulls(P, pa.int64()),
+             pa.array(range(P), pa.int32()), pa.array(self.routing, pa.int32()), pa.nulls(P, pa.int64()),
+             pa.nulls(P, pa.string()), pa.array([split] * P, pa.int32())], schema=schema)
+
+    def _partitions(self, keys: Any) -> tuple[list[int], list[str | None]]:
+        """Partition of each row's key (0 for invalid keys) and the reasons (empty list: all valid)."""
+        import pyarrow as pa
+
+        try:
+            encoded = keys.dictionary_encode()
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            encoded = None
+        if encoded is not None:
+            distinct = [self._route(k) for k in encoded.dictionary.to_pylist()]
+            null = (0, "null key")
+            routed = [distinct[i] if i is not None else null for i in encoded.indices.to_pylist()]
         else:
-            yield partition_for_key_group(kg, partitions, max_parallelism), (key, row, ts)
-    for p in range(partitions):
-        yield p, (split,)
+            routed = [self._route(k) for k in keys.to_pylist()]
+        parts = [p for p, _ in routed]
+        reasons = [r for _, r in routed]
+        return parts, (reasons if any(r is not None for r in reasons) else [])
+
+    def _route(self, key: Any) -> tuple[int, str | None]:
+        reason = key_problem(key)
+        if reason is not None:
+            return 0, reason
+        try:
+            kg = key_group_for(key, self.max_parallelism)
+        except Exception as e:  # the key serializer names the type it cannot encode
+            return 0, f"unserializable key: {e}"
+        return partition_for_key_group(kg, self.partitions, self.max_parallelism), None
+
+    def _times(self, column: Any) -> tuple[Any, list[str | None]]:
+        """int64 event times (null where invalid) and the reasons (empty list: all valid)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if pa.types.is_integer(column.type):
+            ts = column.cast(pa.int64())
+            bad = pc.or_kleene(pc.is_null(ts), pc.or_(pc.greater(ts, TIME_BOUND), pc.less(ts, -TIME_BOUND)))
+            if self.time_limit is not None:
+                bad = pc.or_kleene(bad, pc.greater(ts, self.time_limit))
+            if not pc.any(bad).as_py():
+                return ts, []
+            values = ts.to_pylist()
+        else:
+            values = column.to_pylist()
+        checked = [self._check(v) for v in values]
+        return pa.array([t for t, _ in checked], pa.int64()), [r for _, r in checked]
+
+    def _check(self, value: Any) -> tuple[int | None, str | None]:
+        ts, reason = event_time(value)
+        if ts is not None and self.time_limit is not None and ts > self.time_limit:
+            return None, f"{FUTURE_REASON}: {ts} > {self.time_limit} (max_ahead {self.max_ahead})"
+        return ts, reason
+
+
+def spark_hash_partition(value: int, partitions: int) -> int:
+    """The partition ``repartition(partitions, col)`` gives an int column value: Spark's
+    ``Murmur3_x86_32.hashInt`` with seed 42, then ``pmod``."""
+    m = 0xFFFFFFFF
+    k = (value & m) * 0xCC9E2D51 & m
+    k = ((k << 15) | (k >> 17)) & m
+    k = k * 0x1B873593 & m
+    h = 42 ^ k
+    h = ((h << 13) | (h >> 19)) & m
+    h = fmix32((h * 5 + 0xE6546B64 & m) ^ 4)
+    return (h - (1 << 32) if h & 0x80000000 else h) % partitions
+
+
+def routing_values(partitions: int) -> tuple[int, ...]:
+    """For each partition p the smallest int that Spark's hash partitioning sends to p."""
+    found: dict[int, int] = {}
+    value = 0
+    while len(found) < partitions:
+        found.setdefault(spark_hash_partition(value, partitions), value)
+        value += 1
+    return tuple(found[p] for p in range(partitions))
+
+
+def routed_schema(input_schema: Any) -> Any:
+    """The router's output as a Spark schema: the input columns (nullable, for the marker rows), then
+    the routing columns."""
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    return StructType([StructField(f.name, f.dataType, True) for f in input_schema.fields]
+                      + [StructField(n, _parse_datatype_string(t), True) for n, t in ROUTING_COLUMNS])

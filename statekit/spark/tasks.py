@@ -10,6 +10,7 @@ mid-epoch never leaves a half-processed backend behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,7 +18,6 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, Iterable, Iterator
 
 from ..checkpoint import CheckpointStore, Storage
@@ -26,6 +26,7 @@ from ..keygroups import key_groups_for_partition
 from ..registry import create_backend
 from .errors import InjectedFault
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
+from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 
 
 @dataclass
@@ -121,24 +122,29 @@ def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
     raise InjectedFault(f"injected fault at epoch {epoch} partition {partition} ({when})")
 
 
-def run_partition(job: JobPlan, epoch: EpochPlan, index: int, items: Iterable[tuple]) -> Iterator[tuple[str, Any]]:
-    """Tagged rows of one partition for one epoch: ("r", result), ("l", late row), ("i", invalid row),
-    then one ("s", stats)."""
+def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Iterator[Any]:
+    """mapInArrow function of the epoch's partitions: run the operator over this partition's records,
+    commit its snapshot, stage its output files; yields one row of stats (JSON) for the driver."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark import TaskContext
+
     t0 = time.perf_counter()
-    kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
-    valid, invalid, ends = [], [], 0
-    for item in items:
-        n = len(item)
-        if n == 3:
-            valid.append(item)
-        elif n == 2:
-            invalid.append(item)
-        else:
-            ends += 1
+    index = TaskContext.get().partitionId()
+    table = pa.Table.from_batches(list(batches), schema=job.routed_schema)
+    marks = table.column(MARK)
+    ends = len(set(marks.drop_null().to_pylist()))
     if ends != epoch.inputs:  # an orphaned worker of a lost executor sees its input end early
         raise RuntimeError(f"epoch {epoch.epoch} partition {index}: input truncated ({ends} of {epoch.inputs} "
                            f"map outputs received); not committing")
-    valid.sort(key=itemgetter(2))  # a replay sees the same order whatever order the shuffle delivered
+    rows = table.filter(pc.is_null(marks))
+    if pc.any(pc.not_equal(rows.column(PART), index)).as_py():
+        raise RuntimeError(f"epoch {epoch.epoch} partition {index}: received rows routed to another partition")
+    why = rows.column(WHY)
+    invalid = rows.filter(pc.is_valid(why))
+    valid = rows.filter(pc.is_null(why))
+    valid = valid.take(pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")]))  # replay-stable order
+    kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
     store = CheckpointStore(job.checkpoint, retain=job.retain)
     slot, fast = acquire(job, epoch, store, kgs)
     t1 = time.perf_counter()
@@ -146,16 +152,22 @@ def run_partition(job: JobPlan, epoch: EpochPlan, index: int, items: Iterable[tu
         op = slot.operator
         late_before = op.metrics.get("late_dropped", 0)
         watermark_before = op.current_watermark()
-        op.process_batch(valid)
+        columns = [valid.column(c).to_pylist() for c in job.columns]
+        timestamps = valid.column(TS).to_numpy()
+        keys = columns[0]  # the key column comes first, then the time column
+        if hasattr(op, "process_columns"):
+            op.process_columns(keys, timestamps, columns)
+        else:
+            op.process_batch(list(zip(keys, zip(*columns), timestamps.tolist())))
         if epoch.watermark is not None:
             op.process_watermark(epoch.watermark)
-        results = slot.output.drain()
-        late = slot.output.drain_side(LATE_TAG)
+        results = [v for v, _ in slot.output.drain()]
+        late = [row for row, _ in slot.output.drain_side(LATE_TAG)]
         refused = [(r.value, f"{getattr(r, 'field', 'record')}: {r.reason}") for r, _ in slot.output.drain_side(INVALID_TAG)]
         dropped = op.metrics.get("late_dropped", 0) - late_before
         t2 = time.perf_counter()
         _maybe_fail(job, epoch.epoch, index, "before-commit")
-        max_ts = valid[-1][2] if valid else None
+        max_ts = int(timestamps[-1]) if len(timestamps) else None
         committed = store.commit(job.operator_id, epoch.epoch, slot.backend,
                                  metadata={"operator": op.snapshot_metadata(), "max_ts": max_ts, **epoch.extra})
         _maybe_fail(job, epoch.epoch, index, "after-commit")
@@ -164,18 +176,40 @@ def run_partition(job: JobPlan, epoch: EpochPlan, index: int, items: Iterable[tu
         raise
     slot.epoch = epoch.epoch
     release(job, store, kgs, slot)
-    for value, _ in results:
-        yield "r", value
-    reason = f"late: behind watermark {watermark_before}"
-    for row, _ in late:
-        yield "l", row + (reason,)
-    for row, why in invalid + refused:
-        yield "i", row + (why,)
-    yield "s", {
-        "partition": index, "records": len(valid) - len(refused), "invalid": len(invalid) + len(refused), "late": len(late) + dropped,
-        "results": len(results), "max_ts": max_ts, "fast_path": fast,
-        "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
+    attempt = f"p{index:05d}-{uuid.uuid4().hex[:12]}"
+    files = {"r": job.sink.stage(epoch.epoch, f"r-{attempt}", _table(results, job.result_schema, "result"))}
+    late_reason = f"late: behind watermark {watermark_before}"
+    side = [*(row + (late_reason,) for row in late)]
+    if side:
+        files["l"] = job.sink.stage(epoch.epoch, f"l-{attempt}", _table(side, job.side_schema, "late"))
+    if invalid.num_rows or refused:
+        parts = [invalid.select([*job.columns, WHY]).rename_columns(job.side_schema.names).cast(job.side_schema)]
+        if refused:
+            parts.append(_table([row + (why,) for row, why in refused], job.side_schema, "invalid"))
+        files["i"] = job.sink.stage(epoch.epoch, f"i-{attempt}", pa.concat_tables(parts))
+    future = pc.sum(pc.starts_with(invalid.column(WHY), FUTURE_REASON)).as_py() if invalid.num_rows else 0
+    stats = {
+        "partition": index, "records": valid.num_rows - len(refused), "invalid": invalid.num_rows + len(refused),
+        "future": future or 0, "late": len(late) + dropped, "results": len(results), "max_ts": max_ts, "fast_path": fast,
+        "files": files, "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
         "restore_seconds": round(t1 - t0, 6), "process_seconds": round(t2 - t1, 6),
         "worker": f"{socket.gethostname()}:{os.getppid()}",
     }
+    yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
+
+
+def _table(rows: list[tuple], schema: Any, what: str) -> Any:
+    """Rows (tuples in ``schema``'s column order) as an Arrow table; a value of the wrong type is an
+    error naming the column."""
+    import pyarrow as pa
+
+    if not rows:
+        return schema.empty_table()
+    arrays = []
+    for field, values in zip(schema, zip(*rows)):
+        try:
+            arrays.append(pa.array(values, field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            raise TypeError(f"{what} column {field.name!r} ({field.type}): {e}") from None
+    return pa.Table.from_arrays(arrays, schema=schema)

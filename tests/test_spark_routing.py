@@ -1,0 +1,68 @@
+"""The map side of an epoch: rows checked and routed to the partition of their key group by Spark's
+own hash shuffle (the routing value of each partition must agree with Spark's partitioner)."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pytest
+
+from statekit.keygroups import key_group_for, partition_for_key_group
+from statekit.spark.records import TIME_BOUND, Router, routing_values, spark_hash_partition
+
+pytestmark = pytest.mark.spark
+MAX_PAR = 128
+
+
+def test_hash_partition_agrees_with_spark(spark):
+    values = list(range(-300, 1200)) + [2**31 - 1, -2**31]
+    for n in (1, 2, 3, 4, 7, 16):
+        rows = spark.createDataFrame([(v,) for v in values], "v int").selectExpr(
+            "v", f"pmod(hash(v), {n}) as p").collect()
+        spark_side = {r.v: r.p for r in rows}
+        assert {v: spark_hash_partition(v, n) for v in values} == spark_side, n
+
+
+def test_repartition_by_routing_value_lands_each_row_on_its_partition(spark):
+    n = 5
+    routing = routing_values(n)
+    df = spark.createDataFrame([(routing[p], p) for p in range(n) for _ in range(3)], "r int, p int")
+    seen = df.repartition(n, "r").rdd.mapPartitionsWithIndex(lambda i, it: [(i, row.p) for row in it]).collect()
+    assert sorted(set(seen)) == [(p, p) for p in range(n)]
+
+
+def router(time_limit: int | None = None, partitions: int = 3) -> Router:
+    return Router("k", "t", partitions, MAX_PAR, routing_values(partitions), None, time_limit, "1d")
+
+
+def test_keys_route_to_their_key_group_partition_and_bad_keys_get_reasons():
+    r = router()
+    keys = ["a", "b", None, "a", "zz"]
+    parts, why = r._partitions(pa.array(keys))
+    assert why == [None, None, "null key", None, None]
+    for k, p in zip(keys, parts):
+        if k is not None:
+            assert p == partition_for_key_group(key_group_for(k, MAX_PAR), 3, MAX_PAR)
+    parts, why = r._partitions(pa.array([1.5, math.nan, None], pa.float64()))
+    assert why == [None, "NaN key", "null key"]
+    parts, why = r._partitions(pa.array([[1, 2], None], pa.list_(pa.int64())))  # per-row fallback
+    assert why == ["unhashable key", "null key"]
+    assert r._partitions(pa.array([1, 2, 3]))[1] == []  # all valid: no reasons list
+
+
+def test_integer_times_are_checked_vectorized_and_limited():
+    ts, why = router(time_limit=1000)._times(pa.array([5, None, TIME_BOUND + 1, -TIME_BOUND - 1, -2**63, 1001, 1000]))
+    assert ts.to_pylist() == [5, None, None, None, None, None, 1000]
+    assert why[:5] == [None, "null time"] + ["time out of range [-2**62, 2**62] ms"] * 3
+    assert why[5].startswith("time ahead of the clock: 1001 > 1000") and why[6] is None
+    ts, why = router()._times(pa.array([1, 2], pa.int32()))
+    assert ts.type == pa.int64() and ts.to_pylist() == [1, 2] and why == []
+
+
+def test_text_and_float_times_are_parsed_per_row():
+    ts, why = router()._times(pa.array(["12", " 7 ", "abc", "1.5", None, "99999999999999999999"]))
+    assert ts.to_pylist() == [12, 7, None, None, None, None]
+    assert why == [None, None, "unparsable time", "unparsable time", "null time", "time out of range [-2**62, 2**62] ms"]
+    ts, why = router()._times(pa.array([3.0, 2.5, math.nan], pa.float64()))
+    assert ts.to_pylist() == [3, None, None] and why == [None, "time is not an integer", "time is not an integer"]
