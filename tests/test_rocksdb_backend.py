@@ -415,6 +415,27 @@ def test_memory_options_reach_rocksdb(make):
     assert svc._event.cached() == 3
 
 
+def test_read_cache_is_bounded_by_serialized_bytes(make):
+    b = make(read_cache_size="64k", read_cache_entries=1000)
+    v = b.get_state(ValueStateDescriptor("v"))
+    big = "x" * 8000  # above 1/16 of the budget: never cached
+    for i in range(40):
+        b.set_current_key(i)
+        v.update("s" * 1000 if i % 2 else big)
+    b.flush()
+    cache = v._cache
+    assert cache.bytes <= 64 << 10 and cache.bytes == sum(cache._sizes.values()) > 0
+    assert all(c != big for c in cache.values()) and len(cache) < 40
+    for i in range(40):  # every value reads back, from the cache or from RocksDB
+        b.set_current_key(i)
+        assert v.value() == ("s" * 1000 if i % 2 else big)
+    b.set_current_key(1)
+    v.update(big)  # a cached cell that grows too large leaves the cache
+    b.flush()
+    assert cache.bytes == sum(cache._sizes.values()) and big not in cache.values()
+    assert v.value() == big
+
+
 def test_options_are_validated():
     with pytest.raises(ConfigError, match="rocksdb.block_cache_size"):
         StateConfig(backend="rocksdb", options={"rocksdb.block_cache": "1g"})

@@ -24,7 +24,7 @@ from .timers import RocksDBTimerQueue
 from .write_buffer import WriteBuffer
 
 _POSITIVE = ("block_cache_size", "write_buffer_manager_size", "write_buffer_size", "max_write_buffer_number",
-             "read_cache_entries", "timer_cache_size", "write_batch_size", "max_background_jobs")
+             "read_cache_entries", "read_cache_size", "timer_cache_size", "write_batch_size", "max_background_jobs")
 
 
 class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
@@ -39,8 +39,10 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
         OptionSpec("rocksdb.write_buffer_size", "size", 16 << 20, "size of one memtable"),
         OptionSpec("rocksdb.max_write_buffer_number", "int", 2, "memtables per column family"),
         OptionSpec("rocksdb.max_background_jobs", "int", 2, "RocksDB flush and compaction threads"),
-        OptionSpec("rocksdb.read_cache_entries", "int", 10_000,
+        OptionSpec("rocksdb.read_cache_entries", "int", 100_000,
                    "deserialized values cached per value/reducing/aggregating state (LRU)"),
+        OptionSpec("rocksdb.read_cache_size", "size", 32 << 20,
+                   "serialized bytes of the values cached per state; larger values than 1/16 of it are not cached"),
         OptionSpec("rocksdb.timer_cache_size", "int", 128,
                    "earliest timers of each timer queue held in memory"),
         OptionSpec("rocksdb.write_batch_size", "int", 20_000,
@@ -54,6 +56,7 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
             if value < 1:
                 raise ConfigError(f"option 'rocksdb.{name}' must be positive, got {value}")
         self._read_cache_entries: int = settings["read_cache_entries"]
+        self._read_cache_bytes: int = settings["read_cache_size"]
         self._timer_cache_size: int = settings["timer_cache_size"]
         self._kg_prefixes = key_group_prefixes(self.max_parallelism)
         kgs = self.key_groups

@@ -256,7 +256,7 @@ class RocksDBCellState(RocksDBState):
 
     def __init__(self, backend, descriptor, family, write_buffer) -> None:
         super().__init__(backend, descriptor, family, write_buffer)
-        self._cache = ReadCache(backend._read_cache_entries)
+        self._cache = ReadCache(backend._read_cache_entries, backend._read_cache_bytes)
         ser = descriptor.serializer
         self._check = ser.check if type(ser) is MsgpackSerializer else ser.dumps
 
@@ -274,8 +274,14 @@ class RocksDBCellState(RocksDBState):
             cell = self._cache.hit(ck, _MISS)
             if cell is _MISS:
                 raw = self._db.get(ck)
-                cell = _ABSENT if raw is None else self._decode(raw)
-                self._cache.put(ck, cell)
+                cache = self._cache
+                if raw is None:
+                    cell = _ABSENT
+                    cache.put(ck, cell, 0)
+                else:
+                    cell = self._decode(raw)
+                    cache.put(ck, cell, len(raw))
+                cache.trim()
         return cell
 
     def _decode(self, raw: bytes) -> Any:
@@ -302,17 +308,16 @@ class RocksDBCellState(RocksDBState):
         cache = self._cache
         dumps = self._dumps
         ttl = self._ttl is not None
+        put = cache.put
         for ck, cell in self._ov.items():
             if cell is _ABSENT:
                 batch.delete(ck, h)
-            elif ttl:
-                batch.put(ck, stamp(cell[1]) + dumps(cell[0]), h)
-            else:
-                batch.put(ck, dumps(cell), h)
-            cache[ck] = cell
-            cache.move_to_end(ck)
-        while len(cache) > cache.maxsize:
-            cache.popitem(last=False)
+                put(ck, cell, 0)
+                continue
+            raw = stamp(cell[1]) + dumps(cell[0]) if ttl else dumps(cell)
+            batch.put(ck, raw, h)
+            put(ck, cell, len(raw))
+        cache.trim()
 
     def _cell_out(self, ck, entries):
         return self._value_out(entries[0][1])
