@@ -156,16 +156,27 @@ class Storage:
 
     def list_dirs(self, rel: str) -> list[str]:
         """Names of the directories directly below ``rel`` (none when it does not exist)."""
-        sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True)
-        infos = self._do("list", rel, lambda: self.fs.get_file_info(sel))
+        infos = self._list(rel, recursive=False)
         return sorted(fi.base_name for fi in infos if fi.type == pafs.FileType.Directory)
 
     def list_files(self, rel: str) -> list[StoredFile]:
         """Every file below ``rel``, recursively, with paths relative to the root."""
-        sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=True)
         cut = len(self.root) + 1
-        infos = self._do("list", rel, lambda: self.fs.get_file_info(sel))
+        infos = self._list(rel, recursive=True)
         return [StoredFile(fi.path[cut:], fi.size, fi.mtime) for fi in infos if fi.type == pafs.FileType.File]
+
+    def _list(self, rel: str, recursive: bool) -> list:
+        """The entries below ``rel`` (none when it does not exist). An empty answer is trusted only if
+        the root is a directory or absent: a root that became a file (a broken mount, a moved
+        directory) is an unavailable location, retried, never an empty checkpoint."""
+        sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
+
+        def call() -> list:
+            infos = self.fs.get_file_info(sel)
+            if not infos and self.fs.get_file_info(self.root).type == pafs.FileType.File:
+                raise NotADirectoryError(f"{self.root} is a file, not a directory")
+            return infos
+        return self._do("list", rel, call)
 
     def delete(self, rel: str) -> None:
         """Delete a file; a file already gone is fine (another GC got there first)."""

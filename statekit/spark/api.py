@@ -26,6 +26,7 @@ from operator import itemgetter
 from time import perf_counter
 from typing import Any, Callable, Mapping
 
+from ..checkpoint import CheckpointError
 from ..config import StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
@@ -101,6 +102,11 @@ class EpochRunner:
             return None
         if last is not None and final and last.final and df is None:
             return None
+        if last is None and self.job.sink.metrics():
+            raise CheckpointError(
+                f"output {self.job.sink.path} holds committed epochs but checkpoint {job.checkpoint} has none: the "
+                f"checkpoint location is unavailable or not this output's; use the checkpoint those epochs were "
+                f"written with, or another output")
         epoch = 0 if last is None else last.epoch + 1
         if final:
             watermark = MAX_TIMESTAMP

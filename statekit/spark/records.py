@@ -86,10 +86,13 @@ class Router:
                 continue
             parts, why_key = self._partitions(batch.column(self.key))
             ts, why_time = self._times(batch.column(self.time))
-            why = [k if k is not None else t for k, t in zip(why_key, why_time)] if why_key or why_time else None
+            if why_key and why_time:
+                why = [k if k is not None else t for k, t in zip(why_key, why_time)]
+            else:
+                why = why_key or why_time or [None] * n
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, ts, pa.array(parts, pa.int32()), pa.array([self.routing[p] for p in parts], pa.int32()),
-                 pa.array(range(seq, seq + n), pa.int64()), pa.array(why or [None] * n, pa.string()),
+                 pa.array(range(seq, seq + n), pa.int64()), pa.array(why, pa.string()),
                  pa.nulls(n, pa.int32())], schema=schema)
             seq += n
         P = self.partitions
