@@ -7,7 +7,7 @@ and restores into either backend or another key-group range.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from statekit import KEY_SERIALIZER, KeyedStateBackend, StateConfig, create_backend
 
@@ -47,6 +47,9 @@ class OperatorHarness:
 
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         self.operator.process_batch(records)
+
+    def process_columns(self, keys: Sequence[Any], timestamps: Sequence[int], columns: Sequence[Sequence[Any]]) -> None:
+        self.operator.process_columns(keys, timestamps, columns)
 
     def process_watermark(self, watermark: int) -> None:
         self.operator.process_watermark(watermark)

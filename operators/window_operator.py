@@ -13,7 +13,10 @@ timers go through the backend, so an operator is fully described by a backend sn
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Iterable
+from operator import itemgetter
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from statekit import (MAX_TIMESTAMP, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer, TimerTarget,
                       ValueStateDescriptor)
@@ -21,10 +24,11 @@ from statekit.durations import to_millis
 
 from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
 from .batching import group_by_key
+from .columns import factorize, out_of_order_keys, session_segments
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction
-from .invalid import InvalidRecord, error
+from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, InvalidRecord, error
 from .merging_window_set import MergingWindowSet
 from .output import Output
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
@@ -36,6 +40,7 @@ TIMER_SERVICE = "window-timers"
 
 _PROCESS, _AGGREGATE, _REDUCE = "process", "aggregate", "reduce"
 _ABSENT = object()
+_bounds = itemgetter(0, 1)
 
 
 def _function_kind(function: Any) -> str:
@@ -157,7 +162,63 @@ class WindowOperator(TimerTarget):
                 for rec in items:
                     self._invalid(rec, "key", str(e))
                 continue
-            self._process_key(key, items)
+            self._process_key(key, len(items), items)
+
+    def process_columns(self, keys: Sequence[Any], timestamps: Sequence[int], columns: Sequence[Sequence[Any]]) -> None:
+        """An epoch's records as columns: record i is ``(keys[i], tuple(c[i] for c in columns),
+        timestamps[i])``; the same results, side outputs, state and timers as ``process_batch`` of them.
+
+        Event-time sessions with an AggregateFunction that implements ``accumulate`` take a
+        vectorized path: each key's records are cut into session segments and aggregated in one
+        numpy pass (``operators.columns``), so the session bookkeeping costs per segment, not per
+        record. Keys with a record that could be late or fire at once (its own window not after
+        the watermark), keys whose records arrive out of time order (the record path's merges then
+        depend on arrival order) and bad records keep the record path, in arrival order, first."""
+        accumulate = getattr(self.function, "accumulate", None)
+        ts = np.asarray(timestamps)
+        vectorized = (self._sessions_fast and self.kind == _AGGREGATE and accumulate is not None
+                      and type(self.assigner) is EventTimeSessionWindows and ts.dtype.kind == "i")
+        codes = None
+        if vectorized:
+            try:
+                codes, distinct = factorize(keys)
+            except TypeError:  # an unhashable key: the record path names it
+                pass
+        if codes is None:
+            self.process_batch(list(zip(keys, zip(*columns), ts.tolist())))
+            return
+        gap = self.assigner.gap
+        slow = (ts + (gap - 1) <= self._svc.current_watermark()) | (ts < MIN_EVENT_TIMESTAMP) | (ts > MAX_EVENT_TIMESTAMP)
+        slow_keys = np.zeros(len(distinct), dtype=bool)
+        slow_keys[codes[slow]] = True
+        slow_keys[out_of_order_keys(codes, ts)] = True
+        by_key = slow_keys[codes]
+        if slow_keys.any():
+            rows = np.flatnonzero(by_key).tolist()
+            self.process_batch([(keys[i], tuple(c[i] for c in columns), int(ts[i])) for i in rows])
+        fast = np.flatnonzero(~by_key)
+        if not len(fast):
+            return
+        seg = session_segments(codes, ts, fast, gap)
+        accs = accumulate(columns, seg.order, seg.starts)
+        set_key = self._backend.set_current_key
+        codes_, lows, highs, counts = seg.codes, seg.lows, seg.highs, seg.counts
+        i, n = 0, len(codes_)
+        while i < n:
+            code = codes_[i]
+            j = i + 1
+            while j < n and codes_[j] == code:
+                j += 1
+            key = distinct[code]
+            try:
+                set_key(key)
+            except InvalidKeyError as e:
+                for r in np.flatnonzero(codes == code).tolist():
+                    self._invalid((key, tuple(c[r] for c in columns), int(ts[r])), "key", str(e))
+                i = j
+                continue
+            self._process_key(key, sum(counts[i:j]), list(zip(lows[i:j], highs[i:j], accs[i:j])), True)
+            i = j
 
     def _invalid(self, record: tuple, field: str, reason: str) -> None:
         """A record that cannot be processed: raise, or side-output and count it."""
@@ -166,13 +227,16 @@ class WindowOperator(TimerTarget):
         self.metrics["invalid"] += 1
         self._output.side_output(self.invalid_output_tag, InvalidRecord(*record, field, reason), None)
 
-    def _process_key(self, key: Any, items: list) -> None:
-        self.metrics["records_in"] += len(items)
+    def _process_key(self, key: Any, count: int, items: list, segments: bool = False) -> None:
+        """One key's ``items``: records, or with ``segments`` (start, end, accumulator) session segments."""
+        self.metrics["records_in"] += count
         self._key = key
         timers = self._timers
         timers.buffering = True
         try:
-            if self._sessions_fast:
+            if segments:
+                self._session_segments(items)
+            elif self._sessions_fast:
                 self._session_records(items)
             elif self.merging:
                 mws = MergingWindowSet(self.assigner, self._mws_state)
@@ -333,6 +397,44 @@ class WindowOperator(TimerTarget):
             if skipped:
                 self._late(value, ts, wm)
         self._session_timers(mws, sessions, wm)
+
+    def _session_segments(self, segments: list) -> None:
+        """One key's session segments (start, end, accumulator), in time order, none of them reaching
+        back to the watermark: the state, timers and mapping ``_session_records`` leaves for their records.
+
+        A segment's first record picks the session its records end up in: the earliest session its
+        own window touches, else a new one whose state window is that record's window; every other
+        session the segment touches merges into it."""
+        mws = MergingWindowSet(self.assigner, self._mws_state)
+        gap = self.assigner.gap
+        accs, dirty, merge = self._accs, self._dirty, self.function.merge
+        sessions = [[w[0], w[1], sw, w, False] for w, sw in mws.mapping.items()]
+        for lo, hi, acc in segments:
+            group = [s for s in sessions if s[0] <= hi and s[1] >= lo]
+            if len(group) > 1:
+                group.sort(key=_bounds)
+            if group and group[0][0] <= lo + gap:
+                target, others = group[0], group[1:]
+                sw = target[2]
+                current = self._accumulator(sw)
+                accs[sw] = acc if current is _ABSENT else merge(current, acc)
+            else:
+                sw = TimeWindow(lo, lo + gap)
+                target, others = [lo, lo + gap, sw, sw, False], group
+                sessions.append(target)
+                accs[sw] = acc
+            dirty.add(sw)
+            if others:
+                for g in others:
+                    sessions.remove(g)
+                self._merge_contents(sw, [g[2] for g in others])
+            start, end = min(lo, target[0]), max(hi, target[1])
+            for g in others:
+                start, end = min(start, g[0]), max(end, g[1])
+            if start != target[0] or end != target[1]:
+                target[0], target[1], target[3] = start, end, None
+            target[4] = True
+        self._session_timers(mws, sessions, self._svc.current_watermark())
 
     def _check_merge(self, start: int, end: int, wm: int) -> None:
         if min(end - 1 + self.allowed_lateness, MAX_TIMESTAMP) <= wm:

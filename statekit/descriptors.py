@@ -14,7 +14,14 @@ OUT = TypeVar("OUT")
 
 
 class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
-    """Incremental aggregation with PyFlink's signatures."""
+    """Incremental aggregation with PyFlink's signatures.
+
+    A subclass may add a vectorized ``accumulate(columns, order, starts) -> list[ACC]`` for
+    operators fed whole epochs as columns (``WindowOperator.process_columns``): one new accumulator
+    per segment j, equal to folding ``add`` from ``create_accumulator()`` over the rows
+    ``order[starts[j]:starts[j+1]]`` (the last segment runs to the end), where row r is
+    ``tuple(col[r] for col in columns)``. Implementing it promises that
+    ``merge(a, fold(add, create_accumulator(), xs))`` equals ``fold(add, a, xs)``."""
 
     @abstractmethod
     def create_accumulator(self) -> ACC: ...
