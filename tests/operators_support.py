@@ -131,3 +131,14 @@ def window_variants() -> dict:
                                                         trigger=ContinuousEventTimeTrigger.of(7),
                                                         allowed_lateness=3),
     }
+
+
+def fresh_stretch(*harnesses: Any) -> int:
+    """Move every harness to a watermark 1000 past the first one's, so each hypothesis example starts on
+    a fresh stretch of time, and drop what that fired; returns the watermark."""
+    wm = harnesses[0].operator.current_watermark()
+    wm = 1000 if wm < 0 else wm + 1000
+    for h in harnesses:
+        h.process_watermark(wm)
+        h.output(), h.side_output("late")
+    return wm

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from statekit import ValueStateDescriptor
 from operators import (DynamicEventTimeSessionWindows, EventTimeSessionWindows, EventTimeTrigger, KeyedProcessFunction,
                        KeyedProcessOperator, WindowOperator)
-from tests.operators_support import KeyedWindowResult, ListAgg, make_harness, per_key, window_variants
+from tests.operators_support import KeyedWindowResult, ListAgg, fresh_stretch, make_harness, per_key, window_variants
 
 VARIANTS = window_variants()
 EPOCHS = st.lists(
@@ -31,11 +31,7 @@ def test_batch_equals_one_by_one(backend_name, tmp_path, variant):
     @given(epochs=EPOCHS)
     def check(epochs):
         n = next(examples)
-        wm = one.operator.current_watermark()
-        wm = 1000 if wm < 0 else wm + 1000          # every example starts on a fresh stretch of time
-        one.process_watermark(wm)
-        batch.process_watermark(wm)
-        one.output(), batch.output()
+        wm = fresh_stretch(one, batch)
         ids = itertools.count()
         for records, advance in epochs:
             recs = [(f"e{n}k{k}", (f"e{n}k{k}", next(ids)), wm + dt) for k, dt in records]

@@ -15,6 +15,7 @@ from operators.columns import factorize, session_segments
 from operators.testing import OperatorHarness
 from statekit import StateConfig
 from statekit.jobs.aggregates import RowAggregate
+from tests.operators_support import fresh_stretch
 
 GAP = 10
 AGGS = [("sum", 1), ("count", None), ("min", 1), ("max", 1), ("avg", 1)]
@@ -57,11 +58,7 @@ def test_columns_equal_batch(backend_name, tmp_path, lateness):
     @given(epochs=EPOCHS)
     def check(epochs):
         n = next(examples)
-        wm = batch.operator.current_watermark()
-        wm = 1000 if wm < 0 else wm + 1000  # every example starts on a fresh stretch of time
-        for h in (batch, cols):
-            h.process_watermark(wm)
-            h.output(), h.side_output("late")
+        wm = fresh_stretch(batch, cols)
         for records, advance in epochs:
             recs = [((n, k), ((n, k), v), wm + dt) for k, dt, v in records]
             batch.process_batch(recs)
