@@ -1,4 +1,5 @@
-"""Session windows through ``WindowOperator.process_batch`` next to a plain sort-and-scan sessionizer.
+"""Session windows through ``WindowOperator.process_batch`` next to a plain sort-and-scan sessionizer,
+and ``process_columns`` next to ``process_batch`` at two key densities.
 
 A generated clickstream (bounded disorder) is cut into epochs of ~50k records; per epoch the
 operator takes the batch, then the watermark (max event time seen minus the disorder bound), then
@@ -21,6 +22,8 @@ from .common import DISORDER_MS, GAP_MS, SumCount, clicks, progress, rate, run_i
 from .report import BenchReport
 
 EPOCH = 50_000
+DENSE_KEYS = 100
+"""Keys of the dense variant: about 500 records per key and epoch, where segments pay off."""
 
 
 class SessionRow(ProcessWindowFunction):
@@ -65,6 +68,47 @@ def run_operator(backend: str, n_events: int, n_keys: int) -> dict:
             "late": op.metrics["late_side_output"] + op.metrics["late_dropped"]}
 
 
+def run_columns(backend: str, n_events: int, n_keys: int, as_columns: bool) -> dict:
+    """The sessionize job's operator (``RowAggregate`` sum+count over row tuples) fed each epoch by
+    ``process_batch`` or, as the Spark tasks do, by ``process_columns`` (inputs built before timing)."""
+    import numpy as np
+
+    from statekit.jobs.aggregates import RowAggregate
+
+    data = clicks(n_events, n_keys)
+    epochs = []
+    for i in range(0, len(data), EPOCH):
+        part = sorted(data[i:i + EPOCH], key=lambda c: c.ts_ms)  # the Spark tasks sort by event time
+        if as_columns:
+            epochs.append(([c.user_id for c in part], np.array([c.ts_ms for c in part], np.int64),
+                           [[c.user_id for c in part], [c.ts_ms for c in part], [c.value for c in part]]))
+        else:
+            epochs.append([(c.user_id, (c.user_id, c.ts_ms, c.value), c.ts_ms) for c in part])
+    del data
+    _freeze_input()
+    with tempfile.TemporaryDirectory(prefix="bench-windows-") as tmp:
+        b = create_backend(StateConfig(backend=backend, local_dir=tmp))
+        out = Output()
+        op = WindowOperator(EventTimeSessionWindows.with_gap(GAP_MS), function=RowAggregate([("sum", 2), ("count", None)]))
+        op.open(b, out)
+        max_ts = -(1 << 62)
+        t0 = time.perf_counter()
+        for epoch in epochs:
+            if as_columns:
+                op.process_columns(*epoch)
+                max_ts = max(max_ts, int(epoch[1].max()))
+            else:
+                op.process_batch(epoch)
+                max_ts = max(max_ts, epoch[-1][2])
+            op.process_watermark(max_ts - DISORDER_MS)
+            b.flush()
+        op.process_watermark(MAX_TIMESTAMP)
+        b.flush()
+        seconds = time.perf_counter() - t0
+        b.close()
+    return {"seconds": seconds, "sessions": sorted((tuple(v), t) for v, t in out.records)}
+
+
 def run_plain(n_events: int, n_keys: int) -> dict:
     data = clicks(n_events, n_keys)
     _freeze_input()
@@ -96,5 +140,19 @@ def run(quick: bool = False) -> BenchReport:
     rep.add("peak RSS", unit="MiB", heap=rss["heap"].mib() if "heap" in rss else None,
             rocksdb=rss["rocksdb"].mib() if "rocksdb" in rss else None, baseline=plain_rss.mib(),
             baseline_name="sort-and-scan", notes="whole process, including the generated input")
+    for keys in (n_keys, DENSE_KEYS):
+        got = {(b, c): run_isolated(run_columns, b, n_events, keys, c)[0] for b in available_backends() for c in (False, True)}
+        for b in available_backends():
+            if got[(b, True)]["sessions"] != got[(b, False)]["sessions"]:
+                raise AssertionError(f"{b}: process_columns sessions differ from process_batch ({keys} keys)")
+        speed = {(b, c): rate(n_events, got[(b, c)]["seconds"]) for b, c in got}
+        per_key = n_events / keys / max(1, -(-n_events // EPOCH))
+        for c, label in ((True, "process_columns"), (False, "process_batch")):
+            notes = f"about {per_key:,.0f} records per key and epoch; sum+count RowAggregate; same sessions both ways"
+            if c:
+                notes = ", ".join(f"{b} {speed[(b, True)] / speed[(b, False)]:.1f}x process_batch"
+                                  for b in available_backends()) + "; " + notes
+            rep.add(f"{label}, {keys:,} keys", unit="events/s", heap=speed.get(("heap", c)),
+                    rocksdb=speed.get(("rocksdb", c)), notes=notes)
     rep.series("events/s by backend", x_label="events processed", y_label="events/s (cumulative)", lines=lines)
     return rep
