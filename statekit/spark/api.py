@@ -102,12 +102,9 @@ class EpochRunner:
             return None
         if last is not None and final and last.final and df is None:
             return None
-        if last is None and self.job.sink.metrics():
-            raise CheckpointError(
-                f"output {self.job.sink.path} holds committed epochs but checkpoint {job.checkpoint} has none: the "
-                f"checkpoint location is unavailable or not this output's; use the checkpoint those epochs were "
-                f"written with, or another output")
         epoch = 0 if last is None else last.epoch + 1
+        if not self.committed:
+            self._check_output(epoch)
         if final:
             watermark = MAX_TIMESTAMP
         else:
@@ -152,6 +149,17 @@ class EpochRunner:
         if self.progress is not None:
             self.progress(metrics)
         return metrics
+
+
+    def _check_output(self, epoch: int) -> None:
+        """Refuse an output that is ahead of the checkpoint (its metrics show epochs after ``epoch``, the
+        one about to run): the checkpoint is unavailable or belongs to another output."""
+        ahead = [m["epoch"] for m in self.job.sink.metrics() if m["epoch"] > epoch]
+        if ahead:
+            raise CheckpointError(
+                f"output {self.job.sink.path} holds epoch {max(ahead)} but checkpoint {self.job.checkpoint} is "
+                f"{f'at epoch {epoch - 1}' if epoch else 'empty'}: the checkpoint location is unavailable or not "
+                f"this output's; use the checkpoint those epochs were written with, or another output")
 
 
 def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], Any], result_schema: Any, output: str,
