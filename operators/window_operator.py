@@ -192,16 +192,24 @@ class WindowOperator(TimerTarget):
         slow_keys = np.zeros(len(distinct), dtype=bool)
         slow_keys[codes[slow]] = True
         slow_keys[out_of_order_keys(codes, ts)] = True
-        by_key = slow_keys[codes]
+        set_key = self._backend.set_current_key
         if slow_keys.any():
+            # a key the backend refuses joins the record path, so refused records keep its order
+            for code in np.flatnonzero(~slow_keys).tolist():
+                try:
+                    set_key(distinct[code])
+                except InvalidKeyError:
+                    slow_keys[code] = True
+            by_key = slow_keys[codes]
             rows = np.flatnonzero(by_key).tolist()
             self.process_batch([(keys[i], tuple(c[i] for c in columns), int(ts[i])) for i in rows])
-        fast = np.flatnonzero(~by_key)
+            fast = np.flatnonzero(~by_key)
+        else:
+            fast = np.arange(len(codes))
         if not len(fast):
             return
         seg = session_segments(codes, ts, fast, gap)
         accs = accumulate(columns, seg.order, seg.starts)
-        set_key = self._backend.set_current_key
         codes_, lows, highs, counts = seg.codes, seg.lows, seg.highs, seg.counts
         i, n = 0, len(codes_)
         while i < n:

@@ -123,20 +123,24 @@ class RowAggregate(AggregateFunction):
 
 def _numeric(column: Sequence[Any], order: Any) -> Any:
     """``column`` in ``order`` as an int64 or float64 array, or None when it has nulls or other types
-    or an int64 sum could overflow (Python ints would not)."""
+    (a list mixing ints, floats or bools: their results keep the type the row path gives them),
+    NaN or -0.0 (numpy orders and breaks min/max ties differently) or an int64 sum could overflow."""
     import numpy as np
 
     try:
         values = np.asarray(column)
     except (ValueError, OverflowError):
         return None
-    if values.dtype.kind not in "if" or values.dtype.itemsize != 8:
+    kind = values.dtype.kind
+    if kind not in "if" or values.dtype.itemsize != 8:
+        return None
+    if not isinstance(column, np.ndarray) and set(map(type, column)) != {int if kind == "i" else float}:
         return None
     values = values[order]
     if not len(values):
         return values
-    if values.dtype.kind == "f":
-        return None if np.isnan(values).any() else values  # NaN orders differently in numpy and Python
+    if kind == "f":
+        return None if np.isnan(values).any() or np.signbit(values[values == 0]).any() else values
     if max(int(values.max()), -int(values.min())) >= (1 << 62) // len(values):
         return None
     return values
