@@ -9,6 +9,8 @@ import json
 import os
 import threading
 import time
+from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from statekit.checkpoint import CheckpointError, CheckpointUnavailableError
+from statekit.cli import main
 from statekit.clickstream import Click, sessionize_reference
 from statekit.jobs import sessionize
 from statekit.spark import InputError
@@ -81,15 +84,87 @@ def test_mixed_bad_rows_are_refused_and_the_rest_matches_the_reference(spark, tm
     rows = output_rows(spark, tmp_path / "out")
     assert rows == sessionize_reference(clicks + odd, GAP_MS)
     assert sum(r[4] for r in rows) == summary.total("records") == len(clicks) + len(odd)  # nothing lost
+    assert summary.total("records_in") == sum(t.num_rows for t in tables) == summary.total("records") + summary.total("invalid")
+
+
+
+def _json_lines(path: Path, lines: list[str], mtime: int) -> None:
+    path.write_text("".join(x + "\n" for x in lines))
+    os.utime(path, (mtime, mtime))
+
+
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_text_times_and_missing_fields_in_json_are_refused_with_reasons(spark, tmp_path, backend):
+    """json input (times read as text): every text-time class in one stream, both backends."""
+    clicks = clickstream(900, 20, seed=21)
+    now = int(time.time() * 1000)
+    odd = [Click("neg", -5000, 1), Click("neg", -4000, 2), Click("dup", 10_000, 3), Click("dup", 10_000, 3),
+           Click("ws", 123, 4),                                                    # " 123 ": int() strips blanks
+           *(Click("ooo", clicks[-1].ts_ms + dt, 1) for dt in (90_000, 70_000, 80_000))]
+    odd_lines = [json.dumps({"user_id": c.user_id, "ts_ms": c.ts_ms, "value": c.value}) for c in odd]
+    odd_lines[4] = '{"user_id": "ws", "ts_ms": " 123 ", "value": 4}'
+    # (json line, key, time as text, expected reason prefix)
+    bad = [('{"ts_ms": 5000, "value": 1}', None, "5000", "null key"),                 # key field missing
+           ('{"user_id": null, "ts_ms": 5001, "value": 1}', None, "5001", "null key"),
+           ('{"user_id": "no-time", "value": 1}', "no-time", None, "null time"),     # time field missing
+           ('{"user_id": "null-time", "ts_ms": null, "value": 1}', "null-time", None, "null time"),
+           ('{"user_id": "text", "ts_ms": "abc", "value": 1}', "text", "abc", "unparsable time"),
+           ('{"user_id": "fraction", "ts_ms": 1.5, "value": 1}', "fraction", "1.5", "unparsable time"),
+           ('{"user_id": "whole-float", "ts_ms": 2000.0, "value": 1}', "whole-float", "2000.0", "unparsable time"),
+           ('{"user_id": "exponent", "ts_ms": 1e3, "value": 1}', "exponent", "1e3", "unparsable time"),
+           ('{"user_id": "bool", "ts_ms": true, "value": 1}', "bool", "true", "unparsable time"),
+           ('{"user_id": "huge", "ts_ms": 99999999999999999999, "value": 1}', "huge", "99999999999999999999",
+            "time out of range [-2**62, 2**62] ms"),
+           ('{"user_id": "edge", "ts_ms": 4611686018427387905, "value": 1}', "edge", "4611686018427387905",
+            "time out of range [-2**62, 2**62] ms"),
+           (json.dumps({"user_id": "far", "ts_ms": now + CENTURY_MS, "value": 1}), "far", str(now + CENTURY_MS),
+            "time ahead of the clock: "),
+           ('{"user_id": "broken", "ts_ms": ', None, None, "null key")]  # malformed line: Spark reads a row of nulls
+    third = len(clicks) // 3
+    rows = lambda cs: [json.dumps({"user_id": c.user_id, "ts_ms": c.ts_ms, "value": c.value}) for c in cs]  # noqa: E731
+    d = tmp_path / "in"
+    d.mkdir()
+    _json_lines(d / "part-00000.json", rows(clicks[:third]) + odd_lines[:5], 1_000_000)
+    _json_lines(d / "part-00001.json", rows(clicks[third:2 * third]) + [b[0] for b in bad], 1_000_001)
+    (d / "part-00002.json").write_text("")                                            # empty file: an empty epoch
+    os.utime(d / "part-00002.json", (1_000_002, 1_000_002))
+    _json_lines(d / "part-00003.json", rows(clicks[2 * third:]) + odd_lines[5:], 1_000_003)
+    out = tmp_path / "out"
+    summary = run(spark, d, out, backend, watermark_delay=10_000)
+
+    got = invalid_rows(spark, out)
+    assert len(got) == len(bad), got
+    expected = sorted(bad, key=lambda b: repr((b[1], b[2])))
+    for (k, t, reason), (line, ek, et, prefix) in zip(got, expected):
+        assert (k, t) == (ek, et) and reason is not None and reason.startswith(prefix), (line, k, t, reason)
+    assert [m["invalid"] for m in summary.epochs] == [0, len(bad), 0, 0, 0] and summary.total("future") == 1
+    assert summary.epochs[2]["records_in"] == 0 and not summary.epochs[2]["final"]
+    assert summary.total("late") == 0
+    sessions = output_rows(spark, out)
+    assert sessions == sessionize_reference(clicks + odd, GAP_MS)
+    valid_in = len(clicks) + len(odd)
+    assert sum(r[4] for r in sessions) == summary.total("records") == valid_in  # nothing lost
+    assert summary.total("records_in") == valid_in + len(bad) == summary.total("records") + summary.total("late") \
+        + summary.total("invalid")
 
 
 def test_nan_keys_and_unhashable_keys_are_refused(spark, tmp_path):
-    d1 = write_files(tmp_path / "float", [pa.table({"user_id": pa.array([1.5, float("nan"), None, 1.5], pa.float64()),
-                                                    "ts_ms": pa.array([1000, 2000, 3000, 4000], pa.int64()),
-                                                    "value": pa.array([1, 2, 3, 4], pa.int64())})])
+    # a double key column and a double time column in one run: NaN/null keys; fractional, NaN, infinite,
+    # null and out-of-range float times refused; integer-valued and negative float times are valid
+    nan, inf = float("nan"), float("inf")
+    rows = [(1.5, 1000.0, "valid"), (1.5, 2000.0, "valid"), (1.5, -3000.0, "valid"),
+            (2.5, 1500.5, "time is not an integer"), (2.5, nan, "time is not an integer"),
+            (2.5, inf, "time is not an integer"), (2.5, None, "null time"),
+            (2.5, 1e19, "time out of range [-2**62, 2**62] ms"),
+            (nan, 1000.0, "NaN key"), (None, 3000.0, "null key"), (nan, 1500.5, "NaN key")]  # both bad: the key's reason
+    d1 = write_files(tmp_path / "float", [pa.table({"user_id": pa.array([r[0] for r in rows], pa.float64()),
+                                                    "ts_ms": pa.array([r[1] for r in rows], pa.float64()),
+                                                    "value": pa.array(range(1, len(rows) + 1), pa.int64())})])
     s = run(spark, d1, tmp_path / "out1", mode="batch")
-    assert sorted((t, r) for _, t, r in invalid_rows(spark, tmp_path / "out1")) == [(2000, "NaN key"), (3000, "null key")]
-    assert output_rows(spark, tmp_path / "out1") == [(1.5, 1000, 34000, 5, 2)] and s.total("invalid") == 2
+    got = sorted((r.value, r.reason) for r in spark.read.parquet(str(tmp_path / "out1" / "_invalid")).collect())
+    assert got == [(i, r[2]) for i, r in enumerate(rows, 1) if r[2] != "valid"]
+    assert output_rows(spark, tmp_path / "out1") == [(1.5, -3000, 32000, 6, 3)]
+    assert s.total("invalid") == len(rows) - 3 and s.total("records") == 3
 
     d2 = write_files(tmp_path / "list", [pa.table({"user_id": pa.array([[1, 2], None], pa.list_(pa.int64())),
                                                    "ts_ms": pa.array([1000, 2000], pa.int64()),
@@ -97,6 +172,64 @@ def test_nan_keys_and_unhashable_keys_are_refused(spark, tmp_path):
     s = run(spark, d2, tmp_path / "out2", mode="batch")
     reasons = sorted(r.reason for r in spark.read.parquet(str(tmp_path / "out2" / "_invalid")).collect())
     assert reasons == ["null key", "unhashable key"] and s.total("records") == 0
+
+
+@pytest.mark.parametrize("column,values,reason", [
+    ("user_id", pa.array([[("a", 1)], None], pa.map_(pa.string(), pa.int64())), "unhashable key"),
+    ("user_id", pa.array([{"a": 1}, None], pa.struct([("a", pa.int64())])), "unhashable key"),
+    ("user_id", pa.array([Decimal("1.50"), None], pa.decimal128(10, 2)),
+     "unserializable key: cannot serialize object of type Decimal"),
+    ("user_id", pa.array([date(2024, 1, 1), None], pa.date32()), "unserializable key: cannot serialize object of type date"),
+    ("ts_ms", pa.array([True, None], pa.bool_()), "time is a boolean"),
+], ids=["map-key", "struct-key", "decimal-key", "date-key", "bool-time"])
+def test_spark_column_types_that_cannot_be_keys_or_times(spark, tmp_path, column, values, reason):
+    """Spark column types the router cannot use as a state key or an event time: each row is refused with a
+    reason naming the problem (the null row: null key / null time), counted, and nothing reaches the state."""
+    cols = {"user_id": pa.array(["a", "b"], pa.string()), "ts_ms": pa.array([1000, 2000], pa.int64()),
+            "value": pa.array([1, 2], pa.int64()), column: values}
+    d = write_files(tmp_path / "in", [pa.table(cols)])
+    s = run(spark, d, tmp_path / "out", backend="heap", mode="batch")
+    got = sorted((r.value, r.reason) for r in spark.read.parquet(str(tmp_path / "out" / "_invalid")).collect())
+    null_reason = "null key" if column == "user_id" else "null time"
+    assert [v for v, _ in got] == [1, 2] and got[0][1].startswith(reason) and got[1][1] == null_reason, got
+    assert s.total("invalid") == 2 and s.total("records") == 0 and s.total("records_in") == 2
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 0
+
+
+
+def test_a_timestamp_time_column_is_refused_clearly(spark, tmp_path):
+    """The time column must hold integer milliseconds: a Spark TIMESTAMP column is refused up front with an
+    InputError naming the column and its type (it was a bare AssertionError from pyspark's Arrow schema)."""
+    d = write_files(tmp_path / "in", [pa.table({"user_id": pa.array(["a", "b"], pa.string()),
+                                                "ts_ms": pa.array([1000, None], pa.timestamp("ms", tz="UTC")),
+                                                "value": pa.array([1, 2], pa.int64())})])
+    with pytest.raises(InputError, match=r"time column 'ts_ms' has type timestamp: .*unix_millis\(ts_ms\)"):
+        run(spark, d, tmp_path / "out", backend="heap", mode="batch")
+
+
+def test_max_ahead_from_spark_conf_and_the_cli_flag(spark, tmp_path, capsys):
+    now = int(time.time() * 1000)
+    hour = 3600 * 1000
+    clicks = [Click("a", now - hour, 1), Click("a", now + hour // 2, 2), Click("b", now + 2 * hour, 3)]
+    d = write_files(tmp_path / "in", [clicks_table(clicks)])
+    spark.conf.set("spark.statekit.max_ahead", "1h")
+    try:
+        s = run(spark, d, tmp_path / "conf", mode="batch")
+    finally:
+        spark.conf.unset("spark.statekit.max_ahead")
+    [(key, ts, reason)] = invalid_rows(spark, tmp_path / "conf")
+    assert (key, ts) == ("b", now + 2 * hour) and reason.startswith("time ahead of the clock: ")
+    assert reason.endswith("(max_ahead 1h)") and s.total("future") == 1 == s.total("invalid")
+    assert output_rows(spark, tmp_path / "conf") == sessionize_reference(clicks[:2], GAP_MS)
+    base = ["sessionize", "--input", str(d), "--key", "user_id", "--time", "ts_ms", "--gap", "30s",
+            "--agg", "sum:value", "--agg", "count", "--partitions", "2", "--mode", "batch"]
+    assert main([*base, "--output", str(tmp_path / "cli-1h"), "--max-ahead", "1h"]) == 0
+    assert "1 invalid" in capsys.readouterr().out
+    assert main([*base, "--output", str(tmp_path / "cli-none"), "--max-ahead", "none"]) == 0  # no limit: all valid
+    assert "3 records" in (out := capsys.readouterr().out) and "0 invalid" in out
+    assert output_rows(spark, tmp_path / "cli-none") == sessionize_reference(clicks, GAP_MS)
+    assert main([*base, "--output", str(tmp_path / "cli-bad"), "--max-ahead", "soon"]) == 2
+    assert "max_ahead: cannot parse duration 'soon'" in capsys.readouterr().err
 
 
 def test_far_future_record_does_not_flush_open_windows(spark, tmp_path):

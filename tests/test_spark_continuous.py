@@ -1,5 +1,6 @@
 """``--trigger continuous`` watches the input directory until Ctrl-C, which stops cleanly after the
-epoch in progress; a later run on the same checkpoint finishes the job with the reference's sessions."""
+epoch in progress (or before an epoch that has not started: its batch is left for the next run); a
+later run on the same checkpoint finishes the job with the reference's sessions, nothing read twice."""
 
 from __future__ import annotations
 
@@ -20,46 +21,79 @@ from tests.spark_support import clickstream, output_rows
 
 pytestmark = pytest.mark.spark
 CLI = "import sys; from statekit.cli import main; sys.exit(main())"
+PER_FILE = 600
 
 
-def _epochs(out: Path) -> list[int]:
+def _metrics(out: Path) -> list[dict]:
     try:
-        return [json.loads(x)["epoch"] for x in (out / "_metrics.jsonl").read_text().splitlines()]
+        return [json.loads(x) for x in (out / "_metrics.jsonl").read_text().splitlines()]
     except FileNotFoundError:
         return []
 
 
-def _wait(proc: subprocess.Popen, out: Path, epochs: int, timeout: float = 90) -> None:
+def _wait(proc: subprocess.Popen, what: str, ready, timeout: float = 60, poll: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
-    while len(_epochs(out)) < epochs:
+    while not ready():
         assert proc.poll() is None, proc.communicate()[1][-3000:]
-        assert time.monotonic() < deadline, f"no epoch {epochs - 1} after {timeout} s"
-        time.sleep(0.3)
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(poll)
 
 
-def test_ctrl_c_stops_a_continuous_run_cleanly_and_a_rerun_finishes(spark, tmp_path):
-    clicks = clickstream(1200, 25, seed=13)
-    staged = write_clickstream(clicks, tmp_path / "staged", files=2)
+def _ctrl_c_run(spark, tmp_path: Path, files: int, interrupt_when_planned: bool) -> None:
+    """Feed ``files`` files one by one to a continuous CLI run, Ctrl-C it (after the last epoch committed,
+    or as soon as Spark has planned the last file's batch), then finish with a bounded ``--final`` rerun."""
+    clicks = clickstream(PER_FILE * files, 25, seed=13)
+    staged = write_clickstream(clicks, tmp_path / "staged", files=files)
     src, out = tmp_path / "in", tmp_path / "out"
     src.mkdir()
-    os.link(staged[0], src / staged[0].name)
     args = ["sessionize", "--input", str(src), "--output", str(out), "--key", "user_id", "--time", "ts_ms",
             "--gap", "30s", "--agg", "sum:value", "--agg", "count", "--partitions", "2", "--format", "csv"]
+    os.link(staged[0], src / staged[0].name)
     proc = subprocess.Popen([sys.executable, "-c", CLI, *args, "--trigger", "continuous", "--master", "local[2]"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        _wait(proc, out, 1)
-        os.link(staged[1], src / staged[1].name)  # a file arriving while the query watches
-        _wait(proc, out, 2)
+        for i in range(1, files + 1):
+            if interrupt_when_planned and i == files:  # the last batch is planned: its epoch is starting or running
+                _wait(proc, f"batch {i - 1} planned",
+                      lambda: (out / "_checkpoint" / "_spark" / "offsets" / str(i - 1)).exists(), poll=0.02)
+                break
+            _wait(proc, f"epoch {i - 1}", lambda: len(_metrics(out)) >= i)
+            if i < files:
+                os.link(staged[i], src / staged[i].name)  # a file arriving while the query watches
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole process group
-        stdout, stderr = proc.communicate(timeout=60)
+        t0 = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=45)
+        stop_seconds = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
-    assert "sessionize: 2 epochs, 1,200 records" in stdout
-    assert _epochs(out) == [0, 1]
-    # the open sessions wait in the checkpoint; a bounded rerun closes them, nothing read twice
+    assert stop_seconds < 30
+    done = [m["epoch"] for m in _metrics(out)]
+    # the epoch in progress completed, or (not started yet) was left whole for the next run: never half-published
+    assert done == list(range(files)) or (interrupt_when_planned and done == list(range(files - 1))), done
+    assert f"sessionize: {len(done)} epochs, {PER_FILE * len(done):,} records" in stdout, stdout
+    assert sum(m["records_in"] for m in _metrics(out)) == PER_FILE * len(done)
+    published = {int(p.name.split("=", 1)[1]) for p in out.glob("epoch=*")}
+    assert published <= set(done) and not list(out.glob("_staging/epoch=*"))
+    # the open sessions wait in the checkpoint; a bounded rerun closes them, nothing read twice or skipped
     assert main([*args, "--final"]) == 0
-    assert _epochs(out) == [0, 1, 2]
+    metrics = _metrics(out)
+    assert [m["epoch"] for m in metrics] == list(range(files + 1)) and metrics[-1]["final"]
+    assert sum(m["records_in"] for m in metrics) == len(clicks)
     assert output_rows(spark, out) == sessionize_reference(clicks, 30_000)
+    # a clean stop: the summary line, no error logged, no stack trace (checked last: the data above is right either way)
+    noise = [x for x in stderr.splitlines() if " ERROR " in x or "Traceback" in x or "StopRequested" in x]
+    assert not noise, "\n".join(noise)[:3000]
+
+
+def test_ctrl_c_stops_a_continuous_run_cleanly_and_a_rerun_finishes(spark, tmp_path):
+    _ctrl_c_run(spark, tmp_path, files=2, interrupt_when_planned=False)
+
+
+def test_ctrl_c_as_an_epoch_starts_stops_cleanly_and_a_rerun_finishes(spark, tmp_path):
+    """Ctrl-C right after Spark planned a batch: if the epoch had not started, it is refused (StopRequested)
+    and left for the next run; the stop must still be quiet. A race by nature: on the current code the
+    Ctrl-C usually lands before the epoch starts, and Spark then logs the refusal as a query failure."""
+    _ctrl_c_run(spark, tmp_path, files=2, interrupt_when_planned=True)

@@ -41,6 +41,8 @@ from .tasks import run_partition
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead")
 DEFAULT_MAX_AHEAD = "7d"
+_TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string")
+"""Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it)."""
 
 
 @dataclass
@@ -202,6 +204,10 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     missing = [c for c in (key, time, *columns) if c not in df.columns]
     if missing:
         raise InputError(f"column {missing[0]!r} not found; available columns: {', '.join(df.columns)}")
+    time_type = df.schema[time].dataType.typeName()
+    if time_type not in _TIME_TYPES:
+        raise InputError(f"time column {time!r} has type {time_type}: it must hold integer milliseconds "
+                         f"(convert a timestamp with unix_millis({time}))")
     columns = [c for c in columns if c not in (key, time)]
     columns = [key, time, *columns]
     selected = df.select(*columns)
