@@ -41,8 +41,9 @@ from .tasks import run_partition
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead")
 DEFAULT_MAX_AHEAD = "7d"
-_TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string")
-"""Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it)."""
+_TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
+"""Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
+booleans are refused per row)."""
 
 
 @dataclass
