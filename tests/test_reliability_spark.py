@@ -310,6 +310,33 @@ def test_checkpoint_location_down_for_good_then_for_a_while(spark, tmp_path, bac
     assert epochs == list(range(len(first.epochs) + len(second.epochs)))
 
 
+def test_checkpoint_location_failing_on_the_executors_mid_stream(spark, tmp_path):
+    """The operator's part of the checkpoint becomes unusable after epoch 0 (replaced by a plain file, from the
+    driver's progress callback): the driver's own records stay reachable, so the failure hits the Python workers
+    restoring epoch 0 for epoch 1. Expected: each task retries with backoff, Spark retries the tasks, then the run
+    fails naming the location and the operation; the location back, a rerun on the same checkpoint replays
+    epoch 1 and the output equals the reference (no duplicates, no loss)."""
+    clicks = clickstream(1200, 25, seed=17)
+    d = write_files(tmp_path / "in", [clicks_table(clicks[i:i + 400]) for i in range(0, 1200, 400)])
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    operator_dir = ck / "sessionize"
+    moved: list[Path] = []
+
+    def break_after_epoch_0(m: dict) -> None:
+        if m["epoch"] == 0:
+            moved.append(_break(operator_dir))
+
+    with pytest.raises(Exception, match=f"checkpoint location '{ck}': list 'sessionize' failed after 5 attempts"):
+        run(spark, d, out, checkpoint=str(ck), watermark_delay=10_000, progress=break_after_epoch_0)
+    assert [json.loads(x)["epoch"] for x in (out / "_metrics.jsonl").read_text().splitlines()] == [0]
+    assert not (out / "epoch=1").exists()
+    _repair(operator_dir, moved[0])
+    again = run(spark, d, out, checkpoint=str(ck), watermark_delay=10_000)
+    assert [m["epoch"] for m in again.epochs] == [1, 2, 3] and again.epochs[-1]["final"]
+    assert output_rows(spark, out) == sessionize_reference(clicks, GAP_MS)
+    assert again.total("records") == 800 and again.total("late") == 0
+
+
 def test_output_with_epochs_but_an_empty_checkpoint_is_refused(spark, tmp_path):
     d = write_files(tmp_path / "in", [clicks_table(clickstream(300, 10, seed=2))])
     run(spark, d, tmp_path / "out", mode="batch", checkpoint=str(tmp_path / "ck"))

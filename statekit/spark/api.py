@@ -92,9 +92,9 @@ class EpochRunner:
 
     def run(self, df: Any | None, batch_id: int | None = None, final: bool = False) -> dict[str, Any] | None:
         """Process one epoch (``df`` None: no records); None when it was committed before (a replay)."""
-        if self.stop_requested:
-            raise StopRequested("stop requested: this batch is left for the next run")
-        with self.busy:
+        with self.busy:  # checked under the lock: a stop taken while an epoch waits for it leaves that epoch whole
+            if self.stop_requested:
+                raise StopRequested("stop requested: this batch is left for the next run")
             return self._run(df, batch_id, final)
 
     def _run(self, df: Any | None, batch_id: int | None, final: bool) -> dict[str, Any] | None:
