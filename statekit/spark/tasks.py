@@ -178,19 +178,19 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     release(job, store, kgs, slot)
     attempt = f"p{index:05d}-{uuid.uuid4().hex[:12]}"
     files = {"r": job.sink.stage(epoch.epoch, f"r-{attempt}", _table(results, job.result_schema, "result"))}
-    late_reason = f"late: behind watermark {watermark_before}"
-    side = [*(row + (late_reason,) for row in late)]
-    if side:
-        files["l"] = job.sink.stage(epoch.epoch, f"l-{attempt}", _table(side, job.side_schema, "late"))
+    if late:
+        reason = f"late: behind watermark {watermark_before}"
+        files["l"] = job.sink.stage(epoch.epoch, f"l-{attempt}",
+                                    _table([row + (reason,) for row in late], job.side_schema, "late"))
     if invalid.num_rows or refused:
         parts = [invalid.select([*job.columns, WHY]).rename_columns(job.side_schema.names).cast(job.side_schema)]
         if refused:
             parts.append(_table([row + (why,) for row, why in refused], job.side_schema, "invalid"))
         files["i"] = job.sink.stage(epoch.epoch, f"i-{attempt}", pa.concat_tables(parts))
-    future = pc.sum(pc.starts_with(invalid.column(WHY), FUTURE_REASON)).as_py() if invalid.num_rows else 0
+    future = (pc.sum(pc.starts_with(invalid.column(WHY), FUTURE_REASON)).as_py() or 0) if invalid.num_rows else 0
     stats = {
         "partition": index, "records": valid.num_rows - len(refused), "invalid": invalid.num_rows + len(refused),
-        "future": future or 0, "late": len(late) + dropped, "results": len(results), "max_ts": max_ts, "fast_path": fast,
+        "future": future, "late": len(late) + dropped, "results": len(results), "max_ts": max_ts, "fast_path": fast,
         "files": files, "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
         "restore_seconds": round(t1 - t0, 6), "process_seconds": round(t2 - t1, 6),
