@@ -4,11 +4,11 @@ from .common import PeakRSS, progress, rate, run_isolated, timed
 from .report import BenchReport, Figure, Series, machine_info
 
 PARTS = {
-    "ops": "bench.ops",
-    "timers": "bench.timers",
-    "windows": "bench.windows",
-    "snapshots": "bench.snapshots",
-    "spark": "bench.spark",
+    "ops": "statekit.bench.ops",
+    "timers": "statekit.bench.timers",
+    "windows": "statekit.bench.windows",
+    "snapshots": "statekit.bench.snapshots",
+    "spark": "statekit.bench.spark",
 }
 """Part name -> module with ``run(quick) -> BenchReport``, in the order ``all`` runs them."""
 

@@ -30,8 +30,8 @@ import msgpack
 import psutil
 from rocksdict import Rdict, WriteOptions
 
-from backends.rocksdb import RocksDBKeyedStateBackend
-from backends.rocksdb.db import make_options
+from statekit.backends.rocksdb import RocksDBKeyedStateBackend
+from statekit.backends.rocksdb.db import make_options
 from statekit import (KEY_SERIALIZER, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                       StateConfig, ValueStateDescriptor, create_backend, key_group_for)
 

@@ -16,7 +16,7 @@ import time
 
 from statekit import MAX_TIMESTAMP, StateConfig, available_backends, create_backend
 from statekit.clickstream import sessionize_reference
-from operators import EventTimeSessionWindows, Output, ProcessWindowFunction, WindowOperator
+from statekit.operators import EventTimeSessionWindows, Output, ProcessWindowFunction, WindowOperator
 
 from .common import DISORDER_MS, GAP_MS, SumCount, clicks, progress, rate, run_isolated, timed
 from .report import BenchReport

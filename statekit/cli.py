@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("inspect", help="epochs, partitions, states and sizes of a checkpoint (see `statekit inspect --help`)",
                    add_help=False)
     if argv[:1] == ["bench"]:
-        from bench.runner import main as bench_main
+        from statekit.bench.runner import main as bench_main
 
         bench_main(argv[1:])
         return 0

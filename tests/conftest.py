@@ -108,7 +108,7 @@ def backend(make_backend: BackendFactory) -> KeyedStateBackend:
 
 # -- Spark (issue 6) ---------------------------------------------------------------------------
 # One SparkContext per process: the shared local session lives for the whole test session; tests
-# on Spark's local-cluster master run the CLI in a subprocess (see tests/test_spark_cluster.py).
+# on Spark's local-cluster master run the CLI in a subprocess (see tests/spark/test_spark_cluster.py).
 
 SPARK_MASTER = "local[2,4]"  # two cores; a failed task is retried up to 4 times, as on a cluster
 

@@ -6,9 +6,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from statekit import AggregateFunction, StateConfig
-from operators import ProcessWindowFunction
-from operators.testing import OperatorHarness
+from statekit import AggregateFunction, StateConfig, ValueStateDescriptor
+from statekit.operators import KeyedProcessFunction, ProcessWindowFunction
+from statekit.operators.testing import OperatorHarness
 
 _dirs = itertools.count()
 
@@ -105,7 +105,7 @@ def window_variants() -> dict:
 
     Every result value starts with the key, so outputs can be compared per key.
     """
-    from operators import (ContinuousEventTimeTrigger, CountEvictor, CountTrigger, EventTimeSessionWindows,
+    from statekit.operators import (ContinuousEventTimeTrigger, CountEvictor, CountTrigger, EventTimeSessionWindows,
                            PurgingTrigger, SlidingEventTimeWindows, TimeEvictor, TumblingEventTimeWindows,
                            WindowOperator)
 
@@ -142,3 +142,19 @@ def fresh_stretch(*harnesses: Any) -> int:
         h.process_watermark(wm)
         h.output(), h.side_output("late")
     return wm
+
+
+class CountWithTimer(KeyedProcessFunction):
+    count = ValueStateDescriptor("count", default=0)
+
+    def open(self, context):
+        self.state = context.get_state(self.count)
+
+    def process_element(self, value, ctx):
+        self.state.update(self.state.value() + 1)
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 10)
+        yield (ctx.get_current_key(), value, self.state.value())
+
+    def on_timer(self, timestamp, ctx):
+        yield (ctx.get_current_key(), "timer", self.state.value())
+        self.state.clear()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from operators import EventTimeSessionWindows, Output, WindowOperator
+from statekit.operators import EventTimeSessionWindows, Output, WindowOperator
 from operators_support import KeyedWindowResult, SumCount
 from statekit import MAX_TIMESTAMP, StateConfig, key_group_for, key_groups_for_partition
 from statekit.checkpoint import CheckpointStore, RetryPolicy

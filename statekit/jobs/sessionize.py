@@ -28,7 +28,7 @@ class SessionOperatorFactory:
     aggs: tuple[tuple[str, int | None], ...]
 
     def __call__(self) -> Any:
-        from operators import EventTimeSessionWindows, WindowOperator
+        from statekit.operators import EventTimeSessionWindows, WindowOperator
 
         return WindowOperator(EventTimeSessionWindows.with_gap(self.gap_ms), function=RowAggregate(list(self.aggs)),
                               window_function=_session_rows()(), late_output_tag=LATE_TAG,
@@ -42,7 +42,7 @@ def _session_rows() -> type:
     """The ProcessWindowFunction emitting ``(key, start, end, *aggregates)`` (operators imported lazily)."""
     global _ROWS
     if _ROWS is None:
-        from operators import ProcessWindowFunction
+        from statekit.operators import ProcessWindowFunction
 
         class SessionRows(ProcessWindowFunction):
             def process(self, key: Any, context: Any, elements: Iterable[tuple]) -> Iterable[tuple]:

@@ -58,7 +58,7 @@ def _local_config(job: JobPlan, kgs: range) -> StateConfig:
 
 
 def _open(job: JobPlan, backend: Any, metadata: list[dict]) -> Slot:
-    from operators import Output  # operators are found lazily: the glue itself is operator-agnostic
+    from statekit.operators import Output  # operators are found lazily: the glue itself is operator-agnostic
 
     op = job.operator_factory()
     out = Output()

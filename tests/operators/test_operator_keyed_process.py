@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from statekit import ListStateDescriptor, ValueStateDescriptor
-from operators import KeyedProcessFunction, KeyedProcessOperator
+from statekit.operators import KeyedProcessFunction, KeyedProcessOperator
 from tests.operators_support import make_harness
 
 

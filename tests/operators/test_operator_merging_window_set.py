@@ -7,7 +7,7 @@ import pytest
 import random
 
 from statekit import ValueStateDescriptor
-from operators import DynamicEventTimeSessionWindows, EventTimeSessionWindows, MergingWindowSet, TimeWindow
+from statekit.operators import DynamicEventTimeSessionWindows, EventTimeSessionWindows, MergingWindowSet, TimeWindow
 
 W = TimeWindow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from operators import Output
+from statekit.operators import Output
 from reliability_support import (OP, flaky_filesystem, flip_byte, make_job, random_epochs, session_operator,
                                  uninterrupted, use_filesystem, windows_of)
 from statekit.checkpoint import (CheckpointError, CheckpointStore, CheckpointUnavailableError, CorruptCheckpointError,

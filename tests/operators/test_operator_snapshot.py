@@ -9,9 +9,8 @@ import pytest
 
 import statekit
 from statekit import key_group_for
-from operators import KeyedProcessOperator, TumblingProcessingTimeWindows, WindowOperator
-from tests.operators_support import Sum, make_harness, per_key, window_variants
-from tests.test_operator_batch import CountWithTimer
+from statekit.operators import KeyedProcessOperator, TumblingProcessingTimeWindows, WindowOperator
+from tests.operators_support import CountWithTimer, Sum, make_harness, per_key, window_variants
 
 VARIANTS = window_variants()
 

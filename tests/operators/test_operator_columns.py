@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from operators import EventTimeSessionWindows, WindowOperator
-from operators.columns import factorize, session_segments
-from operators.testing import OperatorHarness
+from statekit.operators import EventTimeSessionWindows, WindowOperator
+from statekit.operators.columns import factorize, session_segments
+from statekit.operators.testing import OperatorHarness
 from statekit import StateConfig
 from statekit.jobs.aggregates import RowAggregate
 from tests.operators_support import fresh_stretch

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from statekit import MAX_TIMESTAMP, ValueStateDescriptor
-from operators import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountEvictor, CountTrigger,
+from statekit.operators import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountEvictor, CountTrigger,
                        EventTimeSessionWindows, DynamicEventTimeSessionWindows, GlobalWindows,
                        ProcessingTimeSessionWindows, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows,
                        SlidingProcessingTimeWindows, TimeEvictor, TumblingEventTimeWindows,
@@ -444,7 +444,7 @@ def test_global_windows_with_continuous_processing_trigger_and_purging(backend_n
 
 
 def test_merging_assigner_needs_merging_trigger():
-    from operators import Trigger, TriggerResult
+    from statekit.operators import Trigger, TriggerResult
 
     class NoMerge(Trigger):
         def on_element(self, element, timestamp, window, ctx):

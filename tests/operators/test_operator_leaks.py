@@ -8,7 +8,7 @@ import random
 import pytest
 
 from statekit import MAX_TIMESTAMP, ValueStateDescriptor
-from operators import (ContinuousProcessingTimeTrigger, CountEvictor, DynamicProcessingTimeSessionWindows,
+from statekit.operators import (ContinuousProcessingTimeTrigger, CountEvictor, DynamicProcessingTimeSessionWindows,
                        EventTimeSessionWindows, ProcessingTimeSessionWindows, ProcessWindowFunction, TimeEvictor,
                        TumblingEventTimeWindows, TumblingProcessingTimeWindows, WindowOperator)
 from tests.operators_support import ListAgg, KeyedWindowResult, Sum, make_harness, window_variants

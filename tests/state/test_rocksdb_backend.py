@@ -18,7 +18,7 @@ from rocksdict import Options, Rdict
 from statekit import (ConfigError, ListStateDescriptor, MapStateDescriptor, MsgpackSerializer, ReducingStateDescriptor,
                       StateConfig, StateDescriptorError, StateError, StateTtlConfig, TimerTarget,
                       ValueStateDescriptor, create_backend, key_group_for)
-from backends.rocksdb import RocksDBKeyedStateBackend
+from statekit.backends.rocksdb import RocksDBKeyedStateBackend
 
 TTL = 100
 

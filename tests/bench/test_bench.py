@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import PARTS
+from statekit.bench import PARTS
 
 SPARK_TAGS = ["(20,000 events, 2,000 users)"]
 EXPECTED = {
@@ -55,7 +55,7 @@ def _number(v: object) -> bool:
 
 def _tws_missing() -> bool:
     """transformWithStateInPandas needs pandas and protobuf; without them the bench skips it."""
-    from bench.spark import tws_unavailable
+    from statekit.bench.spark import tws_unavailable
 
     return tws_unavailable() is not None
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from statekit import KEY_SERIALIZER, MAX_TIMESTAMP
-from operators import (CountEvictor, CountTrigger, DynamicProcessingTimeSessionWindows, EventTimeSessionWindows,
+from statekit.operators import (CountEvictor, CountTrigger, DynamicProcessingTimeSessionWindows, EventTimeSessionWindows,
                        EventTimeTrigger, GlobalWindow, GlobalWindows, NeverTrigger, ProcessingTimeSessionWindows,
                        ProcessingTimeTrigger, PurgingTrigger, SlidingEventTimeWindows, SlidingProcessingTimeWindows,
                        TimeWindow, TumblingEventTimeWindows, TumblingProcessingTimeWindows, count_window)

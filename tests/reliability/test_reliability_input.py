@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import BACKENDS
-from operators import (EventTimeSessionWindows, InvalidRecord, InvalidRecordError, Output, ProcessWindowFunction,
+from statekit.operators import (EventTimeSessionWindows, InvalidRecord, InvalidRecordError, Output, ProcessWindowFunction,
                        TumblingEventTimeWindows, WindowOperator)
-from operators.testing import OperatorHarness
+from statekit.operators.testing import OperatorHarness
 from operators_support import KeyedWindowResult, SumCount
 from reliability_support import GAP, MAX_PAR, OP, make_job, model_run, random_epochs, session_operator, windows_of
 from statekit import (MAX_TIMESTAMP, InvalidKeyError, ListStateDescriptor, SerializationError, StateConfig,

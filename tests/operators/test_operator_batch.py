@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import ValueStateDescriptor
-from operators import (DynamicEventTimeSessionWindows, EventTimeSessionWindows, EventTimeTrigger, KeyedProcessFunction,
+from statekit.operators import (DynamicEventTimeSessionWindows, EventTimeSessionWindows, EventTimeTrigger, KeyedProcessFunction,
                        KeyedProcessOperator, WindowOperator)
-from tests.operators_support import KeyedWindowResult, ListAgg, fresh_stretch, make_harness, per_key, window_variants
+from tests.operators_support import CountWithTimer, KeyedWindowResult, ListAgg, fresh_stretch, make_harness, per_key, window_variants
 
 VARIANTS = window_variants()
 EPOCHS = st.lists(
@@ -50,22 +50,6 @@ def test_batch_equals_one_by_one(backend_name, tmp_path, variant):
         assert batch.metrics == one.metrics
 
     check()
-
-
-class CountWithTimer(KeyedProcessFunction):
-    count = ValueStateDescriptor("count", default=0)
-
-    def open(self, context):
-        self.state = context.get_state(self.count)
-
-    def process_element(self, value, ctx):
-        self.state.update(self.state.value() + 1)
-        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 10)
-        yield (ctx.get_current_key(), value, self.state.value())
-
-    def on_timer(self, timestamp, ctx):
-        yield (ctx.get_current_key(), "timer", self.state.value())
-        self.state.clear()
 
 
 def test_keyed_process_batch_equals_one_by_one(backend_name, tmp_path):
