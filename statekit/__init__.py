@@ -3,7 +3,7 @@
 Backends (heap, RocksDB) live in the ``backends`` package and are found through the registry.
 """
 
-from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY
+from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY, create_backend
 from .config import OptionSpec, StateConfig, parse_size
 from .descriptors import (AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                           ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
@@ -12,7 +12,7 @@ from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyEr
                      StateDescriptorError, StateError)
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_groups_for_partition,
                         partition_for_key_group, stable_hash)
-from .registry import available_backends, backend_class, create_backend, register_backend, wall_clock_ms
+from .registry import available_backends, backend_class, register_backend, wall_clock_ms
 from .serialization import KEY_SERIALIZER, MsgpackSerializer, Serializer, register_type
 from .state import (AggregatingState, ListState, MapState, MergingState, ReducingState, State, ValueState,
                     VOID_NAMESPACE)

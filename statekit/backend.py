@@ -16,6 +16,7 @@ from .config import OptionSpec, StateConfig
 from .descriptors import StateDescriptor
 from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
 from .keygroups import key_group_for_bytes
+from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER
 from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key
 
@@ -147,6 +148,13 @@ class KeyedStateBackend(ABC):
     def current_key_group(self) -> int:
         return self._kg
 
+    def current_key_scope(self) -> tuple[Any, int, bytes]:
+        """The current key, its key group and its serialized bytes (raises NoCurrentKeyError without a key)."""
+        key = self._key
+        if key is NO_KEY:
+            raise NoCurrentKeyError("no current key: call set_current_key() first")
+        return key, self._kg, self._kb
+
     def key_group_of(self, key: Any) -> int:
         """Key group of ``key`` (cached like ``set_current_key``; does not check the range)."""
         entry = self._key_cache.get(key)
@@ -219,6 +227,20 @@ class KeyedStateBackend(ABC):
     def close(self) -> None:
         """Release every resource; the backend cannot be used afterwards."""
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self._closed
+
+    @property
+    def local_dir(self) -> str | None:
+        """The local directory holding this backend's files, or None for a backend without files."""
+        return None
+
+    def pending_entry_counts(self) -> dict[str, int]:
+        """Cells restored for states not registered yet (kept until ``get_state`` asks for them), per state."""
+        return {name: len(p["entries"]) for name, p in self._pending.items()}
+
     def _check_open(self) -> None:
         if self._closed:
             raise StateError(f"{type(self).__name__} is closed")
@@ -230,7 +252,7 @@ class KeyedStateBackend(ABC):
     def num_entries(self) -> int:
         """Stored cells of every state plus registered timers (0 means nothing leaked)."""
         n = sum(st._entry_count() for st in self._states.values())
-        n += sum(len(p["entries"]) for p in self._pending.values())
+        n += sum(self.pending_entry_counts().values())
         for svc in self._timer_services.values():
             n += svc.num_event_time_timers() + svc.num_processing_time_timers()
         return n
@@ -310,6 +332,13 @@ class KeyedStateBackend(ABC):
                                        f"and is {'on' if descriptor.ttl_config else 'off'} now; they must match")
         for kg, key, ns, cell in pending["entries"]:
             st._import(kg, key, ns, cell)
+
+
+def create_backend(config: StateConfig, key_groups: Iterable[int] | None = None,
+                   time_provider: Callable[[], int] | None = None) -> KeyedStateBackend:
+    """A backend of ``config.backend`` serving ``key_groups`` (default: all of ``config.max_parallelism``)."""
+    kg = range(config.max_parallelism) if key_groups is None else key_groups
+    return backend_class(config.backend)(config, kg, time_provider or wall_clock_ms)
 
 
 def _as_range(key_groups: Iterable[int], max_parallelism: int) -> range:

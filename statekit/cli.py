@@ -84,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("inspect", help="epochs, partitions, states and sizes of a checkpoint (see `statekit inspect --help`)",
                    add_help=False)
     if argv[:1] == ["bench"]:
-        from statekit.bench.runner import main as bench_main
+        try:
+            from statekit.bench.runner import main as bench_main
+        except ImportError as e:
+            raise SystemExit(f"statekit bench needs the bench extra ({e.name} is not installed): "
+                             f"pip install 'statekit[bench]'") from None
 
         bench_main(argv[1:])
         return 0

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from .errors import ConfigError
 from .keygroups import DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM
+from .registry import available_backends, backend_class
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -70,8 +71,6 @@ _COMMON = ("backend", "max_parallelism", "local_dir")
 
 def _option_spec(name: str) -> OptionSpec:
     """The spec of a dotted option, declared by the backend its prefix names."""
-    from .registry import available_backends, backend_class
-
     group = name.partition(".")[0]
     specs = {s.name: s for s in backend_class(group).OPTIONS} if group in available_backends() else {}
     spec = specs.get(name)
@@ -91,8 +90,6 @@ class StateConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .registry import available_backends
-
         names = available_backends()
         if self.backend not in names:
             raise ConfigError(f"unknown backend {self.backend!r}; valid backends: {', '.join(sorted(names))}")
@@ -140,8 +137,6 @@ class StateConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, base: Mapping[str, Any] | None = None) -> "StateConfig":
         """From ``STATEKIT_*`` variables: ``STATEKIT_BACKEND``, ``STATEKIT_ROCKSDB_BLOCK_CACHE_SIZE``, ..."""
-        from .registry import available_backends
-
         environ = os.environ if environ is None else environ
         data = dict(base or {})
         groups = available_backends()

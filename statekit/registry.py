@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import time
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Callable, Iterable
 
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .backend import KeyedStateBackend
-    from .config import StateConfig
 
 ENTRY_POINT_GROUP = "statekit.backends"
 _registered: dict[str, type] = {}
@@ -35,7 +30,7 @@ def available_backends() -> list[str]:
     return sorted(set(_registered) | set(_discover()))
 
 
-def backend_class(name: str) -> type["KeyedStateBackend"]:
+def backend_class(name: str) -> type:
     """The class registered under ``name``; loads its entry point on first use."""
     cls = _registered.get(name)
     if cls is None:
@@ -50,10 +45,3 @@ def backend_class(name: str) -> type["KeyedStateBackend"]:
 def wall_clock_ms() -> int:
     """Processing time in epoch milliseconds (the default TTL clock)."""
     return time.time_ns() // 1_000_000
-
-
-def create_backend(config: "StateConfig", key_groups: Iterable[int] | None = None,
-                   time_provider: Callable[[], int] | None = None) -> "KeyedStateBackend":
-    """A backend serving ``key_groups`` (default: all of ``config.max_parallelism``)."""
-    kg = range(config.max_parallelism) if key_groups is None else key_groups
-    return backend_class(config.backend)(config, kg, time_provider or wall_clock_ms)

@@ -9,12 +9,10 @@ The firing logic lives here once; backends supply only a ``TimerQueue``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Protocol
 
 from .serialization import KEY_SERIALIZER, loads_prefix
 
-if TYPE_CHECKING:
-    from .backend import KeyedStateBackend
 
 _TS_BIAS = 1 << 63
 _NS_CACHE_LIMIT = 1 << 14
@@ -83,12 +81,23 @@ class TimerQueue(ABC):
     def clear(self) -> None: ...
 
 
+class KeyScope(Protocol):
+    """What a timer service needs of its backend: the current key (with its key group and bytes,
+    which order timers) and a way to set it before a timer fires."""
+
+    def get_current_key(self) -> Any: ...
+
+    def current_key_scope(self) -> tuple[Any, int, bytes]: ...
+
+    def set_current_key(self, key: Any) -> None: ...
+
+
 class InternalTimerService:
     """Registers timers for the backend's current key and fires them as time advances."""
 
     __slots__ = ("name", "_backend", "_target", "_event", "_processing", "_watermark", "_processing_time", "_ns_bytes")
 
-    def __init__(self, name: str, backend: "KeyedStateBackend", target: TimerTarget,
+    def __init__(self, name: str, backend: KeyScope, target: TimerTarget,
                  event_queue: TimerQueue, processing_queue: TimerQueue) -> None:
         self.name = name
         self._backend = backend
@@ -104,14 +113,13 @@ class InternalTimerService:
         self._target = target
 
     def _sort_key(self, namespace: Any, timestamp: int) -> tuple[bytes, Timer]:
-        b = self._backend
-        key = b.get_current_key()
+        key, kg, kb = self._backend.current_key_scope()
         if not isinstance(timestamp, int) or not MIN_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
             raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {timestamp!r}")
         nsb = self._ns_bytes.get(namespace)
         if nsb is None:
             nsb = self._namespace_bytes(namespace)
-        return (timer_sort_key(timestamp, b._kg, b._kb, nsb), Timer(timestamp, key, namespace))
+        return (timer_sort_key(timestamp, kg, kb, nsb), Timer(timestamp, key, namespace))
 
     def _namespace_bytes(self, namespace: Any) -> bytes:
         """Serialized namespace, cached: a window's timer is registered and deleted with the same namespace."""

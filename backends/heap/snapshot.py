@@ -14,7 +14,8 @@ from typing import Any, Callable, Iterator
 
 from statekit import KEY_SERIALIZER, KeyedStateBackend, StateConfig, decode_timer
 from statekit.backend import SNAPSHOT_FORMAT
-from statekit.checkpoint import NATIVE, SnapshotReader, SnapshotWriter, decode, encode
+from statekit.payload import decode, encode
+from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
 
 _CHAIN_ROLES = ("full", "delta")
 
@@ -48,7 +49,7 @@ def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
             cur[domain].update(tuple(x) for x in t[domain]["add"])
 
 
-class HeapSnapshots:
+class HeapSnapshots(IncrementalSnapshots):
     """The checkpoint hooks of the heap backend (mixed into HeapKeyedStateBackend)."""
 
     _ckpt_clocks: dict[str, tuple[int, int]] | None = None

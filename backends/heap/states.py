@@ -8,13 +8,11 @@ cell in ``_dirty`` so that an incremental snapshot can ship just what changed.
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-from statekit import (AggregatingState, InternalKeyedState, ListState, MapState, ReducingState, SerializationError,
+from statekit import (KeyedStateBackend, AggregatingState, InternalKeyedState, ListState, MapState, ReducingState, SerializationError,
                       StateDescriptor, ValueState, NO_KEY, KEY_SERIALIZER, MsgpackSerializer)
 
-if TYPE_CHECKING:
-    from .backend import HeapKeyedStateBackend
 
 _MISSING = object()
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
@@ -33,7 +31,7 @@ class HeapState(InternalKeyedState):
     __slots__ = ("_backend", "_name", "_table", "_dirty", "_ns", "_ck", "_ttl", "_ttl_ms", "_clock",
                  "_check", "_trusted", "_cleanup_n", "_cursor")
 
-    def __init__(self, backend: "HeapKeyedStateBackend", descriptor: StateDescriptor, validate: bool) -> None:
+    def __init__(self, backend: KeyedStateBackend, descriptor: StateDescriptor, validate: bool) -> None:
         self._backend = backend
         self._name = descriptor.name
         self._table: dict[tuple, Any] = {}

@@ -16,99 +16,28 @@ import operator
 import os
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import msgpack
 from rocksdict import Checkpoint
 
-from statekit import (AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+from statekit import (KeyedStateBackend, AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                       ReducingStateDescriptor, StateConfig, StateError, StateTtlConfig, ValueStateDescriptor,
                       wall_clock_ms)
-from statekit.checkpoint import NATIVE, SnapshotReader, SnapshotWriter
+from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
 
 from .db import _META_STATE
 from .keys import scan
 
-if TYPE_CHECKING:
-    from .backend import RocksDBKeyedStateBackend
 
 _ROLES = ("sst", "db")
 
 
-def _sequence(self: "RocksDBKeyedStateBackend") -> tuple:
+def _sequence(self: KeyedStateBackend) -> tuple:
     """What identifies the backend's content: RocksDB's last sequence number and the timer clocks."""
     clocks = {name: (svc.current_watermark(), svc.current_processing_time())
               for name, svc in self._timer_services.items()}
     return self._store.db.latest_sequence_number(), clocks
-
-
-def _snapshot_incremental(self: "RocksDBKeyedStateBackend", writer: SnapshotWriter) -> dict[str, Any]:
-    """Checkpoint the DB and upload what the base snapshot does not have."""
-    self.flush()
-    store = self._store
-    for cf, _ in store._families.values():
-        cf.flush()
-    store.db.flush()
-    base = writer.base
-    known = ({f.name: f for f in base.files_with_role("sst")}
-             if base is not None and base.backend == self.name and base.kind == NATIVE and not writer.force_full
-             else {})
-    scratch = tempfile.mkdtemp(prefix="statekit-checkpoint-", dir=os.path.dirname(store.path))
-    try:
-        local = os.path.join(scratch, "db")
-        Checkpoint(store.db).create_checkpoint(local)
-        reused = 0
-        for name in sorted(os.listdir(local)):
-            path = os.path.join(local, name)
-            if not name.endswith(".sst"):
-                writer.upload(path, name, "db")
-                continue
-            entry = known.get(name)
-            if entry is not None and entry.size == os.path.getsize(path):
-                writer.reuse(entry)
-                reused += 1
-            else:
-                writer.upload_shared(path, name, "sst")
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    self._ckpt_sequence = _sequence(self)
-    estimates = {name: st._db.property_int_value("rocksdb.estimate-num-keys") or 0
-                 for name, st in self._states.items()}
-    return {"incremental": reused > 0, "reused_sst": reused,
-            "timers": {name: {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time()}
-                       for name, svc in self._timer_services.items()},
-            "state_entries": estimates, "state_entries_estimated": True}
-
-
-def _restore_incremental(cls: type, reader: SnapshotReader, config: StateConfig,
-                         key_groups: range, time_provider: Callable[[], int]) -> "RocksDBKeyedStateBackend":
-    """Download the snapshot's files into a fresh local directory and open the backend on it."""
-    kgs = key_groups
-    if config.local_dir is None:
-        target, owned = tempfile.mkdtemp(prefix=f"statekit-rocksdb-kg{kgs.start}-{kgs.stop - 1}-"), True
-    else:
-        target = os.path.abspath(config.local_dir)
-        owned = not os.path.exists(target)
-        if not owned:
-            if os.listdir(target) and not os.path.exists(os.path.join(target, "CURRENT")):
-                raise StateError(f"cannot restore {reader.manifest.where} into local_dir {target!r}: "
-                                 f"it holds files that are not a RocksDB database")
-            shutil.rmtree(target)  # a stale local copy is discarded, the checkpoint is the truth
-        os.makedirs(target)
-    try:
-        for entry in reader.manifest.files:
-            if entry.role in _ROLES:
-                reader.download(entry, os.path.join(target, entry.name))
-        backend = cls(config.with_options(local_dir=target), kgs, time_provider)
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
-    if owned:
-        backend._store.take_ownership()
-    for name, t in reader.manifest.snapshot.get("timers", {}).items():
-        backend.timer_service(name, None).restore_time(t["watermark"], t["processing_time"])
-    backend._ckpt_sequence = _sequence(backend)
-    return backend
 
 
 class _Opaque(AggregateFunction):
@@ -131,27 +60,91 @@ def _descriptor(name: str, kind: str, ttl: bool):
     return desc.enable_time_to_live(_EXPORT_TTL) if ttl else desc
 
 
-def _export_logical(cls: type, reader: SnapshotReader, config: StateConfig, key_groups: range) -> dict:
-    """The logical snapshot of a RocksDB snapshot: every stored state, whether registered or not."""
-    backend = _restore_incremental(cls, reader, config, key_groups, wall_clock_ms)
-    try:
-        for k, v in list(scan(backend._store.db, _META_STATE)):
-            kind, ttl = msgpack.unpackb(v)
-            backend.get_state(_descriptor(k[len(_META_STATE):].decode(), kind, ttl))
-        return backend.snapshot_logical()
-    finally:
-        backend.close()
-
-
-class RocksDBSnapshots:
+class RocksDBSnapshots(IncrementalSnapshots):
     """The checkpoint hooks of the RocksDB backend (mixed into RocksDBKeyedStateBackend)."""
 
     _ckpt_sequence: tuple | None = None
     """``_sequence`` at the last snapshot or restore."""
 
-    snapshot_incremental = _snapshot_incremental
-    restore_incremental = classmethod(_restore_incremental)
-    export_logical = classmethod(_export_logical)
+    def snapshot_incremental(self, writer: SnapshotWriter) -> dict[str, Any]:
+        """Checkpoint the DB and upload what the base snapshot does not have."""
+        self.flush()
+        store = self._store
+        for cf, _ in store._families.values():
+            cf.flush()
+        store.db.flush()
+        base = writer.base
+        known = ({f.name: f for f in base.files_with_role("sst")}
+                 if base is not None and base.backend == self.name and base.kind == NATIVE and not writer.force_full
+                 else {})
+        scratch = tempfile.mkdtemp(prefix="statekit-checkpoint-", dir=os.path.dirname(store.path))
+        try:
+            local = os.path.join(scratch, "db")
+            Checkpoint(store.db).create_checkpoint(local)
+            reused = 0
+            for name in sorted(os.listdir(local)):
+                path = os.path.join(local, name)
+                if not name.endswith(".sst"):
+                    writer.upload(path, name, "db")
+                    continue
+                entry = known.get(name)
+                if entry is not None and entry.size == os.path.getsize(path):
+                    writer.reuse(entry)
+                    reused += 1
+                else:
+                    writer.upload_shared(path, name, "sst")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self._ckpt_sequence = _sequence(self)
+        estimates = {name: st._db.property_int_value("rocksdb.estimate-num-keys") or 0
+                     for name, st in self._states.items()}
+        return {"incremental": reused > 0, "reused_sst": reused,
+                "timers": {name: {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time()}
+                           for name, svc in self._timer_services.items()},
+                "state_entries": estimates, "state_entries_estimated": True}
+
+    @classmethod
+    def restore_incremental(cls, reader: SnapshotReader, config: StateConfig,
+                             key_groups: range, time_provider: Callable[[], int]) -> KeyedStateBackend:
+        """Download the snapshot's files into a fresh local directory and open the backend on it."""
+        kgs = key_groups
+        if config.local_dir is None:
+            target, owned = tempfile.mkdtemp(prefix=f"statekit-rocksdb-kg{kgs.start}-{kgs.stop - 1}-"), True
+        else:
+            target = os.path.abspath(config.local_dir)
+            owned = not os.path.exists(target)
+            if not owned:
+                if os.listdir(target) and not os.path.exists(os.path.join(target, "CURRENT")):
+                    raise StateError(f"cannot restore {reader.manifest.where} into local_dir {target!r}: "
+                                     f"it holds files that are not a RocksDB database")
+                shutil.rmtree(target)  # a stale local copy is discarded, the checkpoint is the truth
+            os.makedirs(target)
+        try:
+            for entry in reader.manifest.files:
+                if entry.role in _ROLES:
+                    reader.download(entry, os.path.join(target, entry.name))
+            backend = cls(config.with_options(local_dir=target), kgs, time_provider)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        if owned:
+            backend._store.take_ownership()
+        for name, t in reader.manifest.snapshot.get("timers", {}).items():
+            backend.timer_service(name, None).restore_time(t["watermark"], t["processing_time"])
+        backend._ckpt_sequence = _sequence(backend)
+        return backend
+
+    @classmethod
+    def export_logical(cls, reader: SnapshotReader, config: StateConfig, key_groups: range) -> dict:
+        """The logical snapshot of a RocksDB snapshot: every stored state, whether registered or not."""
+        backend = cls.restore_incremental(reader, config, key_groups, wall_clock_ms)
+        try:
+            for k, v in list(scan(backend._store.db, _META_STATE)):
+                kind, ttl = msgpack.unpackb(v)
+                backend.get_state(_descriptor(k[len(_META_STATE):].decode(), kind, ttl))
+            return backend.snapshot_logical()
+        finally:
+            backend.close()
 
     def unchanged_since_snapshot(self) -> bool:
         """True when nothing was written (pending or in RocksDB) and no timer clock moved since the

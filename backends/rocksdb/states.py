@@ -19,9 +19,9 @@ first writes the state's pending overlay so that it sees every cell: with
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from statekit import (KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedState, ListState, MapState,
+from statekit import (KeyedStateBackend, KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedState, ListState, MapState,
                       MsgpackSerializer, NoCurrentKeyError, ReducingState, SerializationError, StateDescriptor,
                       ValueState)
 
@@ -30,8 +30,6 @@ from .keys import SEQ_SIZE, STAMP_SIZE, decode_cell, decode_user_key, scan, stam
 from .read_cache import ReadCache
 from .write_buffer import ListDelta, MapDelta, WriteBuffer
 
-if TYPE_CHECKING:
-    from .backend import RocksDBKeyedStateBackend
 
 _MISS = object()
 _ABSENT = object()
@@ -45,7 +43,7 @@ class RocksDBState(InternalKeyedState):
     __slots__ = ("_name", "_db", "_cfh", "_ov", "_wb", "_limit", "_dumps", "_loads", "_kgp", "_kp", "_nsb",
                  "_ns_cache", "_ck", "_ttl", "_ttl_ms", "_clock", "_cleanup_n", "_cursor", "_pass_start")
 
-    def __init__(self, backend: "RocksDBKeyedStateBackend", descriptor: StateDescriptor, family: tuple[Any, Any],
+    def __init__(self, backend: KeyedStateBackend, descriptor: StateDescriptor, family: tuple[Any, Any],
                  write_buffer: WriteBuffer) -> None:
         self._name = descriptor.name
         self._db, self._cfh = family

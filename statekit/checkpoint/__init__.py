@@ -26,11 +26,12 @@ Per epoch, the Spark integration calls::
     store.commit(operator_id, epoch, r.backend, metadata={"watermark": wm, ...})
 """
 
-from .codec import decode, encode
+from ..payload import decode, encode
 from .errors import CheckpointError, CheckpointUnavailableError, CorruptCheckpointError, NoCheckpointError
 from .inspect import (CheckpointInfo, EpochInfo, OperatorInfo, PartitionInfo, format_report, inspect_checkpoint,
                       main_inspect, read_state)
-from .manifest import LOGICAL, NATIVE, FileEntry, Manifest, manifest_path, partition_dir, partition_name
+from ..snapshots import LOGICAL, NATIVE
+from .manifest import FileEntry, Manifest, manifest_path, partition_dir, partition_name
 from .policy import CheckpointPolicy
 from .storage import RetryPolicy, Storage, StoredFile
 from .store import CheckpointBase, CheckpointStore, Committed, Restored

@@ -17,8 +17,6 @@ from .errors import CheckpointError, CorruptCheckpointError
 
 FORMAT = 1
 MANIFEST_NAME = "manifest.json"
-NATIVE = "native"
-LOGICAL = "logical"
 _PARTITION_RE = re.compile(r"^kg=(\d+)-(\d+)$")
 _EPOCH_RE = re.compile(r"^epoch=(\d+)$")
 _OPERATOR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]*$")

@@ -27,10 +27,12 @@ from typing import Any, Callable, Iterable
 from ..backend import KeyedStateBackend
 from ..config import StateConfig
 from ..errors import StateError
-from ..registry import backend_class, create_backend, wall_clock_ms
-from .codec import decode, encode
-from .errors import CheckpointError, NoCheckpointError
-from .manifest import (LOGICAL, MANIFEST_NAME, NATIVE, Manifest, check_operator, epoch_dir, manifest_path,
+from ..backend import create_backend
+from ..registry import backend_class, wall_clock_ms
+from ..payload import decode, encode
+from ..snapshots import LOGICAL, NATIVE, IncrementalSnapshots
+from .errors import CheckpointError, CorruptCheckpointError, NoCheckpointError
+from .manifest import (MANIFEST_NAME, Manifest, check_operator, epoch_dir, manifest_path,
                        parse_epoch, parse_partition, partition_dir, partition_name)
 from .policy import CheckpointPolicy
 from .storage import RetryPolicy, Storage
@@ -159,10 +161,9 @@ class CheckpointStore:
         attempt = uuid.uuid4().hex
         writer = SnapshotWriter(self.storage, operator_id, kgs, epoch, attempt,
                                 self._base(base_ref, operator_id, kgs, epoch), self.policy, full)
-        hook = None if logical else getattr(backend, "snapshot_incremental", None)
         try:
-            if hook is not None:
-                section, kind = hook(writer), NATIVE
+            if not logical and isinstance(backend, IncrementalSnapshots):
+                section, kind = backend.snapshot_incremental(writer), NATIVE
             else:
                 writer.write("logical.skz", encode(backend.snapshot_logical()), "logical")
                 section, kind = {"incremental": False}, LOGICAL
@@ -233,9 +234,9 @@ class CheckpointStore:
                                   f"{sources[0].max_parallelism}, restoring with {config.max_parallelism}")
         m = sources[0]
         cls = backend_class(config.backend)
-        hook = getattr(cls, "restore_incremental", None)
-        if len(sources) == 1 and m.kind == NATIVE and m.backend == config.backend and m.key_groups == kgs and hook:
-            restored = hook(SnapshotReader(self.storage, m), config, kgs, time_provider or wall_clock_ms)
+        if (len(sources) == 1 and m.kind == NATIVE and m.backend == config.backend and m.key_groups == kgs
+                and issubclass(cls, IncrementalSnapshots)):
+            restored = cls.restore_incremental(SnapshotReader(self.storage, m), config, kgs, time_provider or wall_clock_ms)
             restored.checkpoint_base = CheckpointBase(self.location, operator_id, kgs, m.epoch, m.attempt)
             return Restored(restored, m.epoch, sources, native=True)
         target = create_backend(config, kgs, time_provider)
@@ -249,10 +250,10 @@ class CheckpointStore:
     def _is_current(self, backend: KeyedStateBackend, config: StateConfig, kgs: range, sources: list[Manifest]) -> bool:
         ref = backend.checkpoint_base
         m = sources[0]
-        unchanged = getattr(backend, "unchanged_since_snapshot", None)
         return (len(sources) == 1 and _usable(backend) and backend.name == config.backend
-                and backend.key_groups == kgs and unchanged is not None
-                and ref == CheckpointBase(self.location, m.operator, kgs, m.epoch, m.attempt) and unchanged())
+                and backend.key_groups == kgs and isinstance(backend, IncrementalSnapshots)
+                and ref == CheckpointBase(self.location, m.operator, kgs, m.epoch, m.attempt)
+                and backend.unchanged_since_snapshot())
 
     def logical_snapshot(self, manifest: Manifest) -> dict:
         """The backend-neutral snapshot of one committed manifest, whatever backend wrote it."""
@@ -263,14 +264,10 @@ class CheckpointStore:
         with tempfile.TemporaryDirectory(prefix="statekit-restore-") as local:
             config = StateConfig(backend=manifest.backend, max_parallelism=manifest.max_parallelism,
                                  local_dir=os.path.join(local, "db"))
-            export = getattr(cls, "export_logical", None)
-            if export is not None:
-                return export(reader, config, manifest.key_groups)
-            source = cls.restore_incremental(reader, config, manifest.key_groups, wall_clock_ms)
-            try:
-                return source.snapshot_logical()
-            finally:
-                source.close()
+            if not issubclass(cls, IncrementalSnapshots):
+                raise CorruptCheckpointError(f"{manifest.where}: a native snapshot of backend {manifest.backend!r}, "
+                                             f"which does not snapshot natively")
+            return cls.export_logical(reader, config, manifest.key_groups)
 
     def rollback(self, operator_id: str, epoch: int) -> list[str]:
         """Forget every committed epoch after ``epoch`` of every partition of ``operator_id``
@@ -368,8 +365,8 @@ def _cover(key_groups: range, parts: list[range]) -> list[range] | None:
 
 def _usable(backend: KeyedStateBackend) -> bool:
     """Open, and its local directory (if it has one) still there: not deleted under the worker."""
-    local = getattr(backend, "local_dir", None)
-    return not backend._closed and (local is None or os.path.isdir(local))
+    local = backend.local_dir
+    return not backend.closed and (local is None or os.path.isdir(local))
 
 
 def _discard(backend: KeyedStateBackend) -> None:
@@ -394,7 +391,7 @@ def _stats(backend: KeyedStateBackend, section: dict[str, Any]) -> dict[str, Any
     states = section.pop("state_entries", None)
     if states is None:
         states = dict(backend.state_entry_counts())
-        states.update({name: len(p["entries"]) for name, p in backend._pending.items()})
+        states.update(backend.pending_entry_counts())
     timers = {name: {"event": svc.num_event_time_timers(), "processing": svc.num_processing_time_timers(),
                      "watermark": svc.current_watermark()}
               for name, svc in backend.timer_services().items()}

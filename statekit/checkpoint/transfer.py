@@ -1,11 +1,5 @@
-"""What a backend's snapshot hooks get: a SnapshotWriter to put files, a SnapshotReader to get them back.
-
-Backends implement (duck-typed, attached to their class by ``backends/<name>/snapshot.py``)::
-
-    backend.snapshot_incremental(writer) -> dict          # files via the writer; returns the manifest's
-                                                          # backend section, with "incremental": bool
-    Backend.restore_incremental(reader, config, key_groups, time_provider) -> backend   # classmethod
-    backend.unchanged_since_snapshot() -> bool            # optional: enables the restore fast path
+"""The checkpoint store's SnapshotWriter and SnapshotReader (``statekit.snapshots``' interfaces):
+files of one snapshot on a ``Storage``, with size and sha256 checked on the way back.
 
 Private files are named by the attempt (``<attempt>-<name>``) so concurrent attempts never collide;
 shared files are content-addressed (``shared/<sha256><suffix>``) so an identical file is stored once.
@@ -18,6 +12,7 @@ import os
 import uuid
 from typing import TYPE_CHECKING
 
+from .. import snapshots
 from .errors import CorruptCheckpointError
 from .manifest import FileEntry, Manifest, epoch_dir, partition_dir, shared_dir
 from .policy import CheckpointPolicy
@@ -36,7 +31,7 @@ def file_sha256(local_path: str) -> str:
     return h.hexdigest()
 
 
-class SnapshotWriter:
+class SnapshotWriter(snapshots.SnapshotWriter):
     """Writes the files of one snapshot attempt and remembers them (in order) for the manifest."""
 
     def __init__(self, storage: "Storage", operator: str, key_groups: range, epoch: int, attempt: str,
@@ -99,7 +94,7 @@ class SnapshotWriter:
         return self._add(entry, 0)
 
 
-class SnapshotReader:
+class SnapshotReader(snapshots.SnapshotReader):
     """Reads the files of one committed manifest, verifying size and sha256 of each."""
 
     def __init__(self, storage: "Storage", manifest: Manifest) -> None:

@@ -2,7 +2,7 @@
 
 from .aggregates import Agg, RowAggregate, parse_aggs
 from .sample import write_clickstream
-from .sessionize import FORMATS, SessionOperatorFactory, read_input, result_schema, sessionize
+from .sessionize import SessionOperatorFactory, SessionRows, sessionize
 
-__all__ = ["Agg", "FORMATS", "RowAggregate", "SessionOperatorFactory", "parse_aggs", "read_input", "result_schema",
-           "sessionize", "write_clickstream"]
+__all__ = ["Agg", "RowAggregate", "SessionOperatorFactory", "SessionRows", "parse_aggs", "sessionize",
+           "write_clickstream"]

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from ..descriptors import AggregateFunction
-from ..spark.errors import InputError
 
 KINDS = ("sum", "count", "min", "max", "avg")
 
@@ -144,19 +143,3 @@ def _numeric(column: Sequence[Any], order: Any) -> Any:
     if max(int(values.max()), -int(values.min())) >= (1 << 62) // len(values):
         return None
     return values
-
-
-def result_type(agg: Agg, input_type: Any) -> Any:
-    """Spark type of an aggregate's output column for an input column of ``input_type``."""
-    from pyspark.sql.types import DoubleType, FloatType, IntegralType, LongType
-
-    if agg.kind == "count":
-        return LongType()
-    if agg.kind in ("sum", "avg") and not isinstance(input_type, (IntegralType, FloatType, DoubleType)):
-        raise InputError(f"--agg {agg.kind}:{agg.column}: column {agg.column!r} has type {input_type.simpleString()}, "
-                         f"{agg.kind} needs an integer or floating-point column")
-    if agg.kind == "avg":
-        return DoubleType()
-    if agg.kind == "sum":
-        return LongType() if isinstance(input_type, IntegralType) else DoubleType()
-    return input_type

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..durations import to_millis
-from ..spark import InputError, RunSummary, run_keyed
+from ..operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
+from ..spark import RunSummary, run_keyed
+from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
-from .aggregates import Agg, RowAggregate, parse_aggs, result_type
-
-FORMATS = ("csv", "parquet", "json")
-_OPTIONS = {"csv": {"header": "true"}, "parquet": {}, "json": {}}
+from ..spark.schemas import session_result_schema
+from .aggregates import RowAggregate, parse_aggs
 
 
 @dataclass(frozen=True)
@@ -27,92 +27,19 @@ class SessionOperatorFactory:
     gap_ms: int
     aggs: tuple[tuple[str, int | None], ...]
 
-    def __call__(self) -> Any:
-        from statekit.operators import EventTimeSessionWindows, WindowOperator
-
+    def __call__(self) -> WindowOperator:
         return WindowOperator(EventTimeSessionWindows.with_gap(self.gap_ms), function=RowAggregate(list(self.aggs)),
-                              window_function=_session_rows()(), late_output_tag=LATE_TAG,
+                              window_function=SessionRows(), late_output_tag=LATE_TAG,
                               invalid_output_tag=INVALID_TAG)
 
 
-_ROWS: type | None = None
+class SessionRows(ProcessWindowFunction):
+    """Emits ``(key, start, end, *aggregates)`` per fired session."""
 
-
-def _session_rows() -> type:
-    """The ProcessWindowFunction emitting ``(key, start, end, *aggregates)`` (operators imported lazily)."""
-    global _ROWS
-    if _ROWS is None:
-        from statekit.operators import ProcessWindowFunction
-
-        class SessionRows(ProcessWindowFunction):
-            def process(self, key: Any, context: Any, elements: Iterable[tuple]) -> Iterable[tuple]:
-                w = context.window
-                for result in elements:
-                    yield (key, w.start, w.end, *result)
-
-        _ROWS = SessionRows
-    return _ROWS
-
-
-def _files(spark: Any, path: str) -> list[str]:
-    """Data files of ``path`` (itself, or the files of a directory not starting with _ or .), sorted."""
-    jvm = spark.sparkContext._jvm
-    p = jvm.org.apache.hadoop.fs.Path(path)
-    fs = p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(p):
-        raise InputError(f"input {path} does not exist")
-    if fs.getFileStatus(p).isFile():
-        return [fs.makeQualified(p).toString()]
-    found = sorted(s.getPath().toString() for s in fs.listStatus(p)
-                   if s.isFile() and not s.getPath().getName().startswith(("_", ".")))
-    if not found:
-        raise InputError(f"input directory {path} has no data files")
-    return found
-
-
-def read_input(spark: Any, path: str, *, fmt: str | None, key: str, time: str, aggs: list[Agg],
-               stream: bool) -> Any:
-    """The input as a (streaming) DataFrame: schema from the first file, the time column read as text
-    for csv/json so that bad times reach the invalid-records output instead of becoming nulls."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    files = _files(spark, path)
-    fmt = fmt or files[0].rsplit(".", 1)[-1].lower()
-    if fmt not in FORMATS:
-        raise InputError(f"input {files[0]}: unknown format; pass --format {'|'.join(FORMATS)}")
-    options = dict(_OPTIONS[fmt])
-    infer = {"inferSchema": "true"} if fmt == "csv" else {}
-    schema = spark.read.format(fmt).options(**options, **infer).load(files[0]).schema
-    names = schema.fieldNames()
-    for col, what in [(key, "key"), (time, "time")] + [(a.column, f"--agg {a.kind}") for a in aggs if a.column]:
-        if col not in names:
-            raise InputError(f"input {files[0]}: {what} column {col!r} not found; columns: {', '.join(names)}")
-    if fmt != "parquet":
-        schema = StructType([StructField(f.name, StringType(), True) if f.name == time else f for f in schema.fields])
-    if not stream:
-        return spark.read.format(fmt).options(**options).schema(schema).load(path), schema
-    reader = spark.readStream.format(fmt).options(**options).schema(schema).option("maxFilesPerTrigger", 1)
-    if _is_file(spark, path):  # a file source watches a directory: watch the file's, for this name only
-        directory, _, name = files[0].rpartition("/")
-        return reader.option("pathGlobFilter", name).load(directory), schema
-    return reader.load(path), schema
-
-
-def _is_file(spark: Any, path: str) -> bool:
-    jvm = spark.sparkContext._jvm
-    p = jvm.org.apache.hadoop.fs.Path(path)
-    return p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).getFileStatus(p).isFile()
-
-
-def result_schema(input_schema: Any, key: str, aggs: list[Agg]) -> Any:
-    """``<key>, window_start, window_end`` and one column per aggregate."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    types = {f.name: f.dataType for f in input_schema.fields}
-    fields = [StructField(key, types[key], False), StructField("window_start", LongType(), False),
-              StructField("window_end", LongType(), False)]
-    fields += [StructField(a.name, result_type(a, types.get(a.column)), a.kind != "count") for a in aggs]
-    return StructType(fields)
+    def process(self, key: Any, context: Any, elements: Iterable[tuple]) -> Iterable[tuple]:
+        w = context.window
+        for result in elements:
+            yield (key, w.start, w.end, *result)
 
 
 def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap: int | str = "30s",
@@ -131,9 +58,10 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     parsed = parse_aggs(aggs)
-    df, schema = read_input(spark, input, fmt=fmt, key=key, time=time, aggs=parsed, stream=mode == "stream")
+    required = [(key, "key"), (time, "time")] + [(a.column, f"--agg {a.kind}") for a in parsed if a.column]
+    df, schema = read_files(spark, input, fmt=fmt, time=time, required=required, stream=mode == "stream")
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
-    out_schema = result_schema(schema, key, parsed)
+    out_schema = session_result_schema(schema, key, [(a.name, a.kind, a.column) for a in parsed])
     positions = tuple((a.kind, columns.index(a.column) if a.column else None) for a in parsed)
     return run_keyed(df, key=key, time=time, columns=columns, operator_factory=SessionOperatorFactory(gap_ms, positions),
                      result_schema=out_schema, output=output, checkpoint=checkpoint, watermark_delay=delay_ms,

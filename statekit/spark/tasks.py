@@ -23,7 +23,7 @@ from typing import Any, Iterable, Iterator
 from ..checkpoint import CheckpointStore, Storage
 from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
-from ..registry import create_backend
+from ..backend import create_backend
 from .errors import InjectedFault
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
@@ -96,6 +96,12 @@ def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> Non
         _SLOTS.popitem(last=False)[1].close()
 
 
+def _parent_pid(pid: int) -> int:
+    """The parent of process ``pid`` (Linux /proc; the executor-killing fault is a test tool)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
     f = job.fault
     if f is None or f.epoch != epoch or f.partition != partition or f.when != when:
@@ -115,9 +121,7 @@ def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
     if f.action == "exit":
         os._exit(17)
     if f.action == "kill-executor":
-        import psutil
-
-        os.kill(psutil.Process(os.getppid()).ppid(), signal.SIGKILL)  # worker -> daemon -> executor JVM
+        os.kill(_parent_pid(os.getppid()), signal.SIGKILL)  # worker -> daemon -> executor JVM
         os._exit(17)
     raise InjectedFault(f"injected fault at epoch {epoch} partition {partition} ({when})")
 

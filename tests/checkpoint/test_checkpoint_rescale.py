@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoint_workload import MAX_PAR, Job, normalized
-from conftest import BACKENDS
+from statekit.testing import BACKENDS
 from statekit import StateConfig, key_group_for, key_groups_for_partition
 from statekit.checkpoint import CheckpointStore, NoCheckpointError
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_workload import MAX_PAR, Job, keys_for, normalized
-from conftest import BACKENDS
+from statekit.testing import BACKENDS
 from statekit import (ListStateDescriptor, MapStateDescriptor, StateConfig, StateTtlConfig, ValueStateDescriptor,
                       create_backend)
 from statekit.checkpoint import (LOGICAL, NATIVE, CheckpointError, CheckpointStore, CorruptCheckpointError,
@@ -307,7 +307,7 @@ def test_fast_path_only_when_the_backend_still_equals_the_snapshot(backend_name,
     assert r.fast_path and r.backend is b
     job.run_epoch(1)  # a failed attempt of epoch 1 changed the state, then the task is retried
     r = store.restore("op", config(backend_name, tmp_path, "retry"), ALL, backend=b)
-    assert not r.fast_path and r.backend is not b and b._closed
+    assert not r.fast_path and r.backend is not b and b.closed
     Job(r.backend, [])
     assert normalized(r.backend) == committed
     r.backend.close()

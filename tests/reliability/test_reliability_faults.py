@@ -104,7 +104,7 @@ def test_local_rocksdb_directory_deleted_under_a_running_backend(tmp_path):
     (kept,) = job.kept.values()
     shutil.rmtree(kept.local_dir)
     run(job, FAULT_AT)
-    assert kept._closed and kept not in job.kept.values()
+    assert kept.closed and kept not in job.kept.values()
     assert job.results == expected
     job.close()
 
@@ -190,7 +190,7 @@ def test_failed_epoch_on_a_kept_backend_is_rolled_back_by_restore(backend_name, 
     op.open(kept, out)
     op.process_batch(EPOCHS[FAULT_AT][0][:10])  # half an epoch, then the task dies
     run(job, FAULT_AT)
-    assert kept._closed  # not taken as the committed state
+    assert kept.closed  # not taken as the committed state
     assert job.results == expected
     assert windows_of(out.records) == []
     job.close()

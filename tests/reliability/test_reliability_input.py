@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BACKENDS
+from statekit.testing import BACKENDS
 from statekit.operators import (EventTimeSessionWindows, InvalidRecord, InvalidRecordError, Output, ProcessWindowFunction,
                        TumblingEventTimeWindows, WindowOperator)
 from statekit.operators.testing import OperatorHarness

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import BACKENDS
+from statekit.testing import BACKENDS
 from reliability_support import OP, flaky_filesystem, flip_byte, make_job, model_run, random_epochs, use_filesystem
 from statekit.checkpoint import CorruptCheckpointError
 

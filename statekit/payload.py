@@ -10,8 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import SerializationError
-from ..serialization import KEY_SERIALIZER
+from .errors import SerializationError
+from .serialization import KEY_SERIALIZER
 
 MAGIC = b"SKZ1"
 _CODEC = pa.Codec("zstd", compression_level=1)

@@ -1,4 +1,14 @@
-"""The keyed-state contract every backend must meet (issue 2), run once per registered backend."""
+"""The keyed-state contract every backend must meet, run once per registered backend.
+
+A third-party backend registered under the ``statekit.backends`` entry point runs it in its own CI
+with a test module holding two lines::
+
+    pytest_plugins = ["statekit.testing.fixtures"]
+    from statekit.testing.contract import *  # noqa: F401,F403
+
+Every test takes the ``backend``/``make_backend`` fixtures, parametrized over every registered
+backend (``STATEKIT_TEST_BACKENDS=name,name`` narrows them).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +21,11 @@ import sys
 import msgpack
 import pytest
 
-from operators_support import SumCount
-from statekit import (AggregateFunction, AggregatingStateDescriptor, ConfigError, InvalidKeyError, KeyGroupError,
+from statekit import (AggregateFunction, AggregatingStateDescriptor, InvalidKeyError, KeyGroupError,
                       ListStateDescriptor, MapStateDescriptor, NoCurrentKeyError, ReducingStateDescriptor,
                       SerializationError, StateConfig, StateDescriptorError, StateError, StateTtlConfig,
-                      StateVisibility, UpdateType, ValueStateDescriptor, available_backends, backend_class,
-                      create_backend, key_group_for, key_groups_for_partition, parse_size, partition_for_key_group,
+                      StateVisibility, UpdateType, ValueStateDescriptor, backend_class,
+                      create_backend, key_group_for, key_groups_for_partition, partition_for_key_group,
                       stable_hash)
 
 TTL = 100
@@ -40,6 +49,22 @@ class Concat(AggregateFunction):
 
     def get_result(self, accumulator):
         return "".join(accumulator)
+
+
+class SumCount(AggregateFunction):
+    """(sum, count) of int values."""
+
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add(self, value, accumulator):
+        return (accumulator[0] + value, accumulator[1] + 1)
+
+    def merge(self, acc_a, acc_b):
+        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
+
+    def get_result(self, accumulator):
+        return accumulator
 
 
 class Average(SumCount):
@@ -1342,99 +1367,6 @@ def test_closed_backend_refuses_new_states(make_backend):
         b.get_state(ValueStateDescriptor("w"))
 
 
-# ---------------------------------------------------------------------------------------------
-# StateConfig
-# ---------------------------------------------------------------------------------------------
-
-def test_config_from_kwargs_and_defaults():
-    cfg = StateConfig()
-    assert (cfg.backend, cfg.max_parallelism, cfg.local_dir) == ("heap", 128, None)
-    cfg = StateConfig(backend="heap", max_parallelism=64, local_dir="/tmp/x", options={"heap.validate_writes": False})
-    assert cfg.max_parallelism == 64 and cfg.local_dir == "/tmp/x"
-    assert cfg.get("heap.validate_writes") is False
-
-
-def test_config_from_dict_parses_strings():
-    cfg = StateConfig.from_dict({"backend": "heap", "max_parallelism": "32", "heap.validate_writes": "false"})
-    assert cfg.max_parallelism == 32
-    assert cfg.get("heap.validate_writes") is False
-    nested = StateConfig.from_dict({"options": {"heap.validate_writes": "yes"}})
-    assert nested.get("heap.validate_writes") is True
-    assert StateConfig.from_dict(cfg.to_dict()) == cfg
-
-
-def test_config_from_env():
-    env = {"STATEKIT_BACKEND": "heap", "STATEKIT_MAX_PARALLELISM": "256", "STATEKIT_LOCAL_DIR": "/data",
-           "STATEKIT_HEAP_VALIDATE_WRITES": "0", "PATH": "/bin", "OTHER_BACKEND": "nope"}
-    cfg = StateConfig.from_env(env)
-    assert (cfg.backend, cfg.max_parallelism, cfg.local_dir) == ("heap", 256, "/data")
-    assert cfg.get("heap.validate_writes") is False
-    with pytest.raises(ConfigError, match="STATEKIT_NONSENSE"):
-        StateConfig.from_env({"STATEKIT_NONSENSE": "1"})
-
-
-def test_config_from_env_reads_os_environ(monkeypatch):
-    monkeypatch.setenv("STATEKIT_MAX_PARALLELISM", "48")
-    assert StateConfig.from_env().max_parallelism == 48
-
-
-SPARK_CONF = {"spark.statekit.backend": "heap", "spark.statekit.max_parallelism": "512",
-              "spark.statekit.heap.validate_writes": "false", "spark.app.name": "x", "spark.executor.memory": "1g"}
-
-
-def test_config_from_spark_conf_dict():
-    cfg = StateConfig.from_spark_conf(SPARK_CONF)
-    assert (cfg.backend, cfg.max_parallelism) == ("heap", 512)
-    assert cfg.get("heap.validate_writes") is False
-    assert StateConfig.from_spark_conf(list(SPARK_CONF.items())) == cfg
-
-
-def test_config_from_spark_conf_object():
-    from pyspark import SparkConf
-
-    conf = SparkConf(loadDefaults=False)
-    for k, v in SPARK_CONF.items():
-        conf.set(k, v)
-    cfg = StateConfig.from_spark_conf(conf)
-    assert (cfg.backend, cfg.max_parallelism) == ("heap", 512)
-    assert cfg.get("heap.validate_writes") is False
-
-
-def test_config_unknown_backend_lists_valid_ones():
-    with pytest.raises(ConfigError) as err:
-        StateConfig(backend="leveldb")
-    assert "leveldb" in str(err.value)
-    for name in available_backends():
-        assert name in str(err.value)
-    with pytest.raises(ConfigError, match="heap"):
-        StateConfig.from_spark_conf({"spark.statekit.backend": "nope"})
-
-
-def test_config_unknown_option_lists_valid_ones():
-    with pytest.raises(ConfigError) as err:
-        StateConfig(options={"heap.validate_wirtes": True})
-    assert "heap.validate_wirtes" in str(err.value) and "heap.validate_writes" in str(err.value)
-    with pytest.raises(ConfigError) as err:
-        StateConfig.from_dict({"nosuchbackend.x": 1})
-    for name in available_backends():
-        assert name in str(err.value)
-    with pytest.raises(ConfigError):
-        StateConfig.from_spark_conf({"spark.statekit.heap.bogus": "1"})
-
-
-def test_config_bad_values():
-    with pytest.raises(ConfigError, match="validate_writes"):
-        StateConfig(options={"heap.validate_writes": "maybe"})
-    for mp in (0, -1, 1 << 16, "many"):
-        with pytest.raises(ConfigError):
-            StateConfig(max_parallelism=mp)
-
-
-def test_config_with_options():
-    cfg = StateConfig(max_parallelism=64).with_options(max_parallelism=32, options={"heap.validate_writes": "off"})
-    assert cfg.max_parallelism == 32 and cfg.get("heap.validate_writes") is False
-
-
 def test_every_backend_declares_parseable_options(backend_name):
     specs = backend_class(backend_name).OPTIONS
     assert all(s.name.startswith(f"{backend_name}.") for s in specs)
@@ -1447,18 +1379,6 @@ def test_every_backend_declares_parseable_options(backend_name):
     assert from_env.backend == backend_name
     for s in specs:
         assert from_env.get(s.name) == s.default
-
-
-@pytest.mark.parametrize("text,expected", [("100", 100), (100, 100), ("64m", 64 << 20), ("64MB", 64 << 20),
-                                           ("1g", 1 << 30), ("512KiB", 512 << 10), (" 2 t ", 2 << 40), ("0", 0)])
-def test_parse_size(text, expected):
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize("bad", ["", "1.5g", "12x", "-1", "g", True, None])
-def test_parse_size_rejects(bad):
-    with pytest.raises(ValueError):
-        parse_size(bad)
 
 
 def test_heap_without_write_validation_defers_errors_to_snapshot():

@@ -1,0 +1,61 @@
+"""Input files as Spark DataFrames: a file or a directory of csv, parquet or json, batch or streaming."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InputError
+
+FORMATS = ("csv", "parquet", "json")
+_OPTIONS = {"csv": {"header": "true"}, "parquet": {}, "json": {}}
+
+
+def data_files(spark: Any, path: str) -> list[str]:
+    """Data files of ``path`` (itself, or the files of a directory not starting with _ or .), sorted."""
+    jvm = spark.sparkContext._jvm
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    fs = p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(p):
+        raise InputError(f"input {path} does not exist")
+    if fs.getFileStatus(p).isFile():
+        return [fs.makeQualified(p).toString()]
+    found = sorted(s.getPath().toString() for s in fs.listStatus(p)
+                   if s.isFile() and not s.getPath().getName().startswith(("_", ".")))
+    if not found:
+        raise InputError(f"input directory {path} has no data files")
+    return found
+
+
+def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
+               stream: bool) -> tuple[Any, Any]:
+    """The input as a (streaming) DataFrame and its schema: schema from the first file, the time
+    column read as text for csv/json so that bad times reach the invalid-records output instead of
+    becoming nulls. ``required``: (column, what it is for) pairs that must exist."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    files = data_files(spark, path)
+    fmt = fmt or files[0].rsplit(".", 1)[-1].lower()
+    if fmt not in FORMATS:
+        raise InputError(f"input {files[0]}: unknown format; pass --format {'|'.join(FORMATS)}")
+    options = dict(_OPTIONS[fmt])
+    infer = {"inferSchema": "true"} if fmt == "csv" else {}
+    schema = spark.read.format(fmt).options(**options, **infer).load(files[0]).schema
+    names = schema.fieldNames()
+    for col, what in required:
+        if col not in names:
+            raise InputError(f"input {files[0]}: {what} column {col!r} not found; columns: {', '.join(names)}")
+    if fmt != "parquet":
+        schema = StructType([StructField(f.name, StringType(), True) if f.name == time else f for f in schema.fields])
+    if not stream:
+        return spark.read.format(fmt).options(**options).schema(schema).load(path), schema
+    reader = spark.readStream.format(fmt).options(**options).schema(schema).option("maxFilesPerTrigger", 1)
+    if _is_file(spark, path):  # a file source watches a directory: watch the file's, for this name only
+        directory, _, name = files[0].rpartition("/")
+        return reader.option("pathGlobFilter", name).load(directory), schema
+    return reader.load(path), schema
+
+
+def _is_file(spark: Any, path: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    return p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).getFileStatus(p).isFile()
