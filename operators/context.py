@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statekit import (InternalTimerService, KeyedStateBackend, MergingState, State, StateDescriptor,
+from statekit import (InternalMergingState, InternalTimerService, KeyedStateBackend, State, StateDescriptor,
                       VOID_NAMESPACE)
 
 from .triggers import OnMergeContext
@@ -161,7 +161,7 @@ class WindowTriggerContext(OnMergeContext):
         if not self.merged_windows:
             return
         st = self._backend.get_state(state_descriptor)
-        if not isinstance(st, MergingState):
+        if not isinstance(st, InternalMergingState):
             raise TypeError(f"trigger state '{state_descriptor.name}' is {state_descriptor.kind} state, "
                             f"which cannot be merged (use list, reducing or aggregating state)")
         st.merge_namespaces(self.window, self.merged_windows)

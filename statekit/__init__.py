@@ -14,15 +14,15 @@ from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_by
                         partition_for_key_group, stable_hash)
 from .registry import available_backends, backend_class, register_backend, wall_clock_ms
 from .serialization import KEY_SERIALIZER, MsgpackSerializer, Serializer, register_type
-from .state import (AggregatingState, ListState, MapState, MergingState, ReducingState, State, ValueState,
-                    VOID_NAMESPACE)
+from .state import (AggregatingState, InternalKvState, InternalMergingState, ListState, MapState, MergingState,
+                    ReducingState, State, ValueState, VOID_NAMESPACE)
 from .timers import (MAX_TIMESTAMP, MIN_TIMESTAMP, InternalTimerService, Timer, TimerQueue, TimerTarget,
                      decode_timer, timer_sort_key)
 from .ttl import StateTtlConfig, StateVisibility, UpdateType
 
 __all__ = [
     "AggregateFunction", "AggregatingState", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
-    "InternalKeyedState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError",
+    "InternalKeyedState", "InternalKvState", "InternalMergingState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError",
     "KeyedStateBackend", "ListState", "ListStateDescriptor", "MAX_TIMESTAMP", "MIN_TIMESTAMP", "MapState",
     "MapStateDescriptor", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",
     "ReducingState", "ReducingStateDescriptor", "SerializationError", "Serializer", "State", "StateConfig",

@@ -1,8 +1,10 @@
-"""User-facing state interfaces, scoped to (current key, current namespace).
+"""State interfaces, scoped to (current key, current namespace).
 
-The narrow waist: each interface holds a kind's operations; internal use adds only
-``set_current_namespace`` and, for list/reducing/aggregating state, ``merge_namespaces``.
-Backends implement these classes directly (no wrapper layers on the per-record path).
+The narrow waist, as in Flink: the user-facing interfaces (``ValueState``, ``ListState``, ...)
+hold a kind's operations only; operators use the internal ones, which add just
+``set_current_namespace`` (``InternalKvState``) and, for list/reducing/aggregating state,
+``merge_namespaces`` (``InternalMergingState``). Backends implement both directly (no wrapper
+layers on the per-record path).
 """
 
 from __future__ import annotations
@@ -18,10 +20,6 @@ class State(ABC):
     """One named piece of keyed state."""
 
     __slots__ = ()
-
-    @abstractmethod
-    def set_current_namespace(self, namespace: Any) -> None:
-        """Scope later calls to ``namespace`` (any msgpack-able, hashable value)."""
 
     @abstractmethod
     def clear(self) -> None:
@@ -41,18 +39,9 @@ class ValueState(State):
 
 
 class MergingState(State):
-    """State whose values of several namespaces can be combined into one."""
+    """State whose values of several namespaces can be combined into one (list, reducing, aggregating)."""
 
     __slots__ = ()
-
-    @abstractmethod
-    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
-        """Merge the sources' values (in order) and then into ``target``; sources are cleared.
-
-        Empty or missing sources are skipped; an empty target takes the merged value; a source
-        equal to the target is ignored. Works under the current key, like Flink's
-        ``InternalMergingState.mergeNamespaces``.
-        """
 
 
 class ListState(MergingState):
@@ -127,3 +116,28 @@ class AggregatingState(MergingState):
     @abstractmethod
     def add(self, value: Any) -> None:
         """Store ``add(value, accumulator)`` (starting from ``create_accumulator()``)."""
+
+
+class InternalKvState(ABC):
+    """What operators (not users) do with a state: choose the namespace later calls work in."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def set_current_namespace(self, namespace: Any) -> None:
+        """Scope later calls to ``namespace`` (any msgpack-able, hashable value)."""
+
+
+class InternalMergingState(InternalKvState):
+    """A mergeable state as operators see it: namespaces can be merged (merging windows)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        """Merge the sources' values (in order) and then into ``target``; sources are cleared.
+
+        Empty or missing sources are skipped; an empty target takes the merged value; a source
+        equal to the target is ignored. Works under the current key, like Flink's
+        ``InternalMergingState.mergeNamespaces``.
+        """

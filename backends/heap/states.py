@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, Iterable, Iterator
 
-from statekit import (KeyedStateBackend, AggregatingState, InternalKeyedState, ListState, MapState, ReducingState, SerializationError,
+from statekit import (KeyedStateBackend, AggregatingState, InternalKeyedState, InternalKvState, InternalMergingState, ListState, MapState, ReducingState, SerializationError,
                       StateDescriptor, ValueState, NO_KEY, KEY_SERIALIZER, MsgpackSerializer)
 
 
@@ -24,7 +24,7 @@ def _noop(value: Any) -> None:
     return None
 
 
-class HeapState(InternalKeyedState):
+class HeapState(InternalKeyedState, InternalKvState):
     """Storage, scoping, TTL and snapshot plumbing shared by the heap state kinds."""
 
     TUPLE_SCOPED = True
@@ -152,7 +152,7 @@ class HeapState(InternalKeyedState):
         return dirty
 
 
-class HeapMergingState(HeapState):
+class HeapMergingState(HeapState, InternalMergingState):
     """``merge_namespaces`` in Flink's order: sources merged among themselves, then into the target."""
 
     __slots__ = ()

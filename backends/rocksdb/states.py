@@ -21,7 +21,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, Callable, Iterable, Iterator
 
-from statekit import (KeyedStateBackend, KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedState, ListState, MapState,
+from statekit import (KeyedStateBackend, KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedState, InternalKvState, InternalMergingState, ListState, MapState,
                       MsgpackSerializer, NoCurrentKeyError, ReducingState, SerializationError, StateDescriptor,
                       ValueState)
 
@@ -37,7 +37,7 @@ _ABSENT = object()
 _NS_CACHE_LIMIT = 1 << 14
 
 
-class RocksDBState(InternalKeyedState):
+class RocksDBState(InternalKeyedState, InternalKvState):
     """Scoping (cached cell-key bytes), overlay, TTL sweep and snapshot plumbing of all kinds."""
 
     __slots__ = ("_name", "_db", "_cfh", "_ov", "_wb", "_limit", "_dumps", "_loads", "_kgp", "_kp", "_nsb",
@@ -329,7 +329,7 @@ class RocksDBCellState(RocksDBState):
         self._cache = closed
 
 
-class RocksDBMergingCellState(RocksDBCellState):
+class RocksDBMergingCellState(RocksDBCellState, InternalMergingState):
     """``merge_namespaces`` in Flink's order: sources merged among themselves, then into the target."""
 
     __slots__ = ()
@@ -471,7 +471,7 @@ class RocksDBAggregatingState(RocksDBMergingCellState, AggregatingState):
 # list: one stored entry per element, cell key + 8-byte sequence number
 # ---------------------------------------------------------------------------------------------
 
-class RocksDBListState(RocksDBState, ListState):
+class RocksDBListState(RocksDBState, InternalMergingState, ListState):
     """Elements under per-element keys; the overlay holds a ``ListDelta`` of element bytes per cell."""
 
     __slots__ = ()

@@ -1388,3 +1388,16 @@ def test_heap_without_write_validation_defers_errors_to_snapshot():
     with pytest.raises(SerializationError):
         msgpack_round_trip(b.snapshot_logical())
     b.close()
+
+
+def test_user_interfaces_are_narrow_internal_ones_add_namespaces(backend):
+    """As in Flink: users see a kind's operations; operators reach namespaces through the internal interfaces."""
+    from statekit import InternalKvState, InternalMergingState, ListState, MapState, State, ValueState
+
+    for user in (State, ValueState, ListState, MapState):
+        assert not hasattr(user, "set_current_namespace") and not hasattr(user, "merge_namespaces")
+    backend.set_current_key("k")
+    for kind in KINDS:
+        st = backend.get_state(descriptor(kind))
+        assert isinstance(st, InternalKvState)
+        assert isinstance(st, InternalMergingState) == (kind in MERGING)
