@@ -150,10 +150,7 @@ class KeyedStateBackend(ABC):
 
     def current_key_scope(self) -> tuple[Any, int, bytes]:
         """The current key, its key group and its serialized bytes (raises NoCurrentKeyError without a key)."""
-        key = self._key
-        if key is NO_KEY:
-            raise NoCurrentKeyError("no current key: call set_current_key() first")
-        return key, self._kg, self._kb
+        return self.get_current_key(), self._kg, self._kb
 
     def key_group_of(self, key: Any) -> int:
         """Key group of ``key`` (cached like ``set_current_key``; does not check the range)."""

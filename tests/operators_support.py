@@ -9,6 +9,7 @@ from typing import Any
 from statekit import AggregateFunction, StateConfig, ValueStateDescriptor
 from statekit.operators import KeyedProcessFunction, ProcessWindowFunction
 from statekit.operators.testing import OperatorHarness
+from statekit.testing.contract import Concat, SumCount  # noqa: F401  (SumCount: re-exported for the operator tests)
 
 _dirs = itertools.count()
 
@@ -39,22 +40,6 @@ class Sum(AggregateFunction):
         return accumulator
 
 
-class SumCount(AggregateFunction):
-    """(sum, count) of int values."""
-
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, accumulator):
-        return (accumulator[0] + value, accumulator[1] + 1)
-
-    def merge(self, acc_a, acc_b):
-        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
-
-    def get_result(self, accumulator):
-        return accumulator
-
-
 def add(a, b):
     return a + b
 
@@ -76,17 +61,8 @@ def by_time(records: list) -> list:
     return sorted(records, key=lambda r: (r[1], repr(r[0])))
 
 
-class ListAgg(AggregateFunction):
+class ListAgg(Concat):
     """Keeps elements in arrival/merge order: any change in the order of add/merge calls shows."""
-
-    def create_accumulator(self):
-        return []
-
-    def add(self, value, accumulator):
-        return accumulator + [value]
-
-    def merge(self, acc_a, acc_b):
-        return acc_a + acc_b
 
     def get_result(self, accumulator):
         return tuple(accumulator)
