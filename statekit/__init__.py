@@ -13,7 +13,7 @@ from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyEr
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_groups_for_partition,
                         partition_for_key_group, stable_hash)
 from .registry import available_backends, backend_class, register_backend, wall_clock_ms
-from .serialization import KEY_SERIALIZER, MsgpackSerializer, Serializer, register_type
+from .serialization import KEY_SERIALIZER, MsgpackSerializer, Serializer, expect_types, register_type, registered_types
 from .state import (AggregatingState, InternalKvState, InternalMergingState, ListState, MapState, MergingState,
                     ReducingState, State, ValueState, VOID_NAMESPACE)
 from .timers import (MAX_TIMESTAMP, MIN_TIMESTAMP, InternalTimerService, Timer, TimerQueue, TimerTarget,
@@ -29,6 +29,6 @@ __all__ = [
     "StateDescriptor", "StateDescriptorError", "StateError", "StateTtlConfig", "StateVisibility", "Timer",
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
     "available_backends", "backend_class", "create_backend", "decode_timer", "key_group_for", "key_group_for_bytes",
-    "key_groups_for_partition", "parse_size", "partition_for_key_group", "register_backend", "register_type",
+    "key_groups_for_partition", "parse_size", "partition_for_key_group", "register_backend", "register_type", "registered_types", "expect_types",
     "stable_hash", "timer_sort_key", "to_millis", "wall_clock_ms",
 ]

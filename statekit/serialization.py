@@ -4,12 +4,19 @@ The default is msgpack with exact types: a tuple comes back as a tuple (so tuple
 namespaces stay hashable), a list as a list, and classes registered with ``register_type``
 (window classes, for instance) come back as themselves. msgpack is prefix-free, so an encoded
 key followed by an encoded namespace can be split again and byte prefixes select one key.
+
+Decoding never depends on what a process happened to import: an extension code not registered yet
+is looked up among the ``statekit.types`` entry points (a package declares its types there, named by
+code) and among the types a snapshot recorded (``registered_types`` at commit time, handed to
+``expect_types`` before a restore), and the module that registers it is imported.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
-from typing import Any, Callable, Protocol, runtime_checkable
+from importlib.metadata import entry_points
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 import msgpack
 
@@ -22,6 +29,11 @@ _SCALARS = frozenset((str, float, bool, bytes, type(None)))
 
 _encoders: dict[type, tuple[int, Callable[[Any], Any]]] = {}
 _decoders: dict[int, Callable[[Any], Any]] = {}
+_names: dict[int, str] = {}
+"""Registered code -> ``module:qualname`` of its class (what a snapshot records)."""
+_expected: dict[int, str] = {}
+"""Code -> ``module:qualname`` that snapshots about to be restored recorded."""
+TYPES_ENTRY_POINT_GROUP = "statekit.types"
 
 
 @runtime_checkable
@@ -42,6 +54,49 @@ def register_type(code: int, cls: type, to_plain: Callable[[Any], Any], from_pla
         raise ValueError(f"extension code {code} is already registered for another type")
     _encoders[cls] = (code, to_plain)
     _decoders[code] = from_plain
+    _names[code] = f"{cls.__module__}:{cls.__qualname__}"
+
+
+def registered_types() -> dict[int, str]:
+    """Every registered extension code with the ``module:qualname`` of its class."""
+    return dict(_names)
+
+
+def expect_types(types: Mapping[Any, str]) -> None:
+    """Note the types a snapshot was written with (code -> ``module:qualname``), so that decoding it
+    imports their modules when their codes are not registered yet."""
+    for code, name in types.items():
+        _expected.setdefault(int(code), name)
+
+
+def _import_module_of(code: int, name: str, source: str) -> None:
+    module = name.partition(":")[0]
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise SerializationError(f"msgpack extension code {code} is type {name} ({source}), but its module "
+                                 f"{module!r} cannot be imported: {e}") from None
+
+
+def _decoder(code: int) -> Callable[[Any], Any]:
+    """The decoder of ``code``, importing the module that registers it when it is not registered yet."""
+    dec = _decoders.get(code)
+    if dec is not None:
+        return dec
+    eps = {ep.name: ep for ep in entry_points(group=TYPES_ENTRY_POINT_GROUP)}
+    ep = eps.get(str(code))
+    if ep is not None:
+        _import_module_of(code, ep.value, f"entry point {ep.name} of {TYPES_ENTRY_POINT_GROUP}")
+    elif code in _expected:
+        _import_module_of(code, _expected[code], "recorded in the snapshot")
+    dec = _decoders.get(code)
+    if dec is not None:
+        return dec
+    expected = _expected.get(code) or (ep.value if ep is not None else None)
+    what = f"the snapshot expects type {expected}, whose module did not register it" if expected else \
+        "no entry point or snapshot names its type"
+    raise SerializationError(f"unknown msgpack extension code {code}: {what}; register the type with "
+                             f"statekit.register_type (and declare it under the {TYPES_ENTRY_POINT_GROUP} entry point)")
 
 
 def _default(obj: Any) -> Any:
@@ -65,10 +120,7 @@ def _default(obj: Any) -> Any:
 def _ext_hook(code: int, data: bytes) -> Any:
     if code == _TUPLE_CODE:
         return tuple(_unpackb(data))
-    dec = _decoders.get(code)
-    if dec is None:
-        raise SerializationError(f"unknown msgpack extension code {code}: register the type with statekit.register_type")
-    return dec(_unpackb(data))
+    return _decoder(code)(_unpackb(data))
 
 
 _local = threading.local()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from statekit import KEY_SERIALIZER, KeyedStateBackend, StateConfig, decode_timer
+from statekit import KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, decode_timer
 from statekit.backend import SNAPSHOT_FORMAT
 from statekit.payload import decode, encode
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
@@ -30,7 +30,14 @@ def _pack(states: dict[str, dict]) -> tuple[dict[str, bytes], dict[str, int]]:
 
 
 def _unpack(packed: dict[str, bytes]) -> dict[str, dict]:
-    return {name: KEY_SERIALIZER.loads(b) for name, b in packed.items()}
+    """Each state's section decoded; a section that cannot be decoded is an error naming its state."""
+    states = {}
+    for name, b in packed.items():
+        try:
+            states[name] = KEY_SERIALIZER.loads(b)
+        except SerializationError as e:
+            raise SerializationError(f"state '{name}': {e}") from None
+    return states
 
 
 def _apply_delta(states: dict, timers: dict, delta: dict) -> None:

@@ -93,6 +93,9 @@ class Manifest:
     snapshot: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    """The serializer's registered types when the snapshot was taken (code -> ``module:qualname``),
+    so a restore in any process can import them (``statekit.expect_types``)."""
 
     @property
     def path(self) -> str:

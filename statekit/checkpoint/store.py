@@ -30,6 +30,7 @@ from ..errors import StateError
 from ..backend import create_backend
 from ..registry import backend_class, wall_clock_ms
 from ..payload import decode, encode
+from ..serialization import expect_types, registered_types
 from ..snapshots import LOGICAL, NATIVE, IncrementalSnapshots
 from .errors import CheckpointError, CorruptCheckpointError, NoCheckpointError
 from .manifest import (MANIFEST_NAME, Manifest, check_operator, epoch_dir, manifest_path,
@@ -112,7 +113,9 @@ class CheckpointStore:
         except FileNotFoundError:
             raise NoCheckpointError(f"operator {operator_id!r} epoch {epoch} partition {partition_name(key_groups)}: "
                                     f"no committed manifest {path}") from None
-        return Manifest.from_bytes(data, path)
+        manifest = Manifest.from_bytes(data, path)
+        expect_types(manifest.types)
+        return manifest
 
     def covering(self, operator_id: str, key_groups: range, epoch: int | None = None) -> list[Manifest]:
         """Manifests of one epoch that together hold every key group of ``key_groups`` ([] when no
@@ -173,7 +176,8 @@ class CheckpointStore:
             raise CheckpointError(f"operator {operator_id!r} epoch {epoch} partition {partition_name(kgs)}: "
                                   f"snapshot of the {backend.name} backend failed: {e}") from e
         manifest = Manifest(operator_id, epoch, kgs, backend.max_parallelism, backend.name, kind, attempt,
-                            wall_clock_ms(), list(writer.files), section, metadata, _stats(backend, section))
+                            wall_clock_ms(), list(writer.files), section, metadata, _stats(backend, section),
+                            {str(code): name for code, name in registered_types().items()})
         manifest.stats["seconds"] = round(time.perf_counter() - t0, 6)
         won = self._commit_manifest(manifest)
         if not won:

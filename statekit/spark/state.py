@@ -18,8 +18,7 @@ def _text(value: Any) -> str | None:
 
 def read_state_df(spark: Any, checkpoint: str, operator: str, state: str, epoch: int | None = None) -> Any:
     """Rows ``key_group, key, namespace, value, ttl_timestamp`` of one state at ``epoch`` (default: the
-    newest); keys, namespaces and values rendered as text (JSON for structured ones). Import the package that registered custom types of the
-    state first (``import statekit.operators`` for window state, whose namespaces are TimeWindows)."""
+    newest); keys, namespaces and values rendered as text (JSON for structured ones)."""
     rows = [(r["key_group"], _text(r["key"]), _text(r["namespace"]), _text(r["value"]), r["ttl_timestamp"])
             for r in read_state(checkpoint, operator, state, epoch)]
     return spark.createDataFrame(rows, STATE_SCHEMA)

@@ -73,8 +73,6 @@ def test_committed_state_as_dataframe(spark, sample, tmp_path):
     out = tmp_path / "out"
     sessionize(spark, input=str(d), output=str(out), key="user_id", time="ts_ms", gap=GAP, watermark_delay=DELAY,
                aggs=["sum:value", "count"], backend="heap", partitions=2)  # no final: sessions stay open in the checkpoint
-    import statekit.operators  # noqa: F401  registers TimeWindow, the namespace type of window state
-
     df = read_state_df(spark, str(out / "_checkpoint"), "sessionize", "window-contents")
     assert set(df.columns) == {"key_group", "key", "namespace", "value", "ttl_timestamp"}
     keys = {r["key"] for r in df.select("key").collect()}

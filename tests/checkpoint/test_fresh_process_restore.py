@@ -1,0 +1,107 @@
+"""Restore, inspect and read_state in a fresh interpreter that imported nothing but what it asks for:
+decoding must not depend on which modules a process happened to import (window namespaces, a user's
+own types recorded in the snapshot)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from statekit.testing import BACKENDS
+
+WRITE = """
+import json, sys
+sys.path.insert(0, {support!r})
+import user_types  # registers Point under code 42: the writer knows it, the reader will not import it
+from statekit import StateConfig, ValueStateDescriptor
+from statekit.checkpoint import CheckpointStore
+from statekit.operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
+from statekit.operators.testing import OperatorHarness
+from statekit.testing.contract import SumCount
+
+op = WindowOperator(EventTimeSessionWindows.with_gap(100), function=SumCount())
+h = OperatorHarness(op, StateConfig(backend={backend!r}, local_dir={local!r}))
+h.open()
+h.process_batch([("u1", 5, 1_000), ("u1", 7, 1_050), ("u2", 1, 3_000)])
+h.process_watermark(500)
+h.backend.set_current_key("u1")
+h.backend.get_state(ValueStateDescriptor("where")).update(user_types.Point(3, 4))
+CheckpointStore({root!r}).commit("op", 0, h.backend, {{"watermark": 500}})
+from statekit.checkpoint import read_state
+rows = read_state({root!r}, "op", "window-contents")
+print(json.dumps({{"namespaces": sorted(repr(x["namespace"]) for x in rows), "point": repr(user_types.Point(3, 4)),
+                  "timers": h.backend.timer_service("window-timers", None).num_event_time_timers()}}))
+"""
+
+READ = """
+import json, sys
+from statekit import StateConfig, ValueStateDescriptor
+from statekit.checkpoint import CheckpointStore, format_report, inspect_checkpoint, read_state
+assert "statekit.operators" not in sys.modules and "user_types" not in sys.modules
+rows = read_state({root!r}, "op", "window-contents")
+r = CheckpointStore({root!r}).restore("op", StateConfig(backend={target!r}, local_dir={local!r}))
+b = r.backend
+b.set_current_key("u1")
+point = b.get_state(ValueStateDescriptor("where")).value()
+timers = b.timer_service("window-timers", None)
+print(json.dumps({{"namespaces": sorted(repr(x["namespace"]) for x in rows), "point": repr(point),
+                  "timers": timers.num_event_time_timers(), "report": format_report(inspect_checkpoint({root!r}))}}))
+"""
+
+USER_TYPES = """
+from dataclasses import dataclass
+from statekit import register_type
+
+@dataclass(frozen=True)
+class Point:
+    x: int
+    y: int
+
+register_type(42, Point, lambda p: [p.x, p.y], lambda v: Point(*v))
+"""
+
+
+def _run(code: str, cwd: Path, extra_path: str | None = None) -> str:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": extra_path or ""}
+    r = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.mark.parametrize("source", BACKENDS)
+@pytest.mark.parametrize("target", BACKENDS)
+def test_fresh_interpreter_restores_windows_and_user_types(tmp_path, source, target):
+    support = tmp_path / "support"
+    support.mkdir()
+    (support / "user_types.py").write_text(USER_TYPES)
+    root = str(tmp_path / "ckpt")
+    wrote = json.loads(_run(textwrap.dedent(WRITE).format(support=str(support), backend=source,
+                                                          local=str(tmp_path / "w"), root=root), tmp_path))
+    out = _run(textwrap.dedent(READ).format(root=root, target=target, local=str(tmp_path / "r")), tmp_path,
+               extra_path=str(support))  # importable, but only the snapshot's record says to import it
+    got = json.loads(out)
+    assert len(wrote["namespaces"]) == 2 and all(n.startswith("TimeWindow(") for n in wrote["namespaces"])
+    assert got["namespaces"] == wrote["namespaces"]
+    assert got["point"] == wrote["point"] == "Point(x=3, y=4)"
+    assert got["timers"] == wrote["timers"] > 0
+    assert "operator op: 1 partition(s)" in got["report"]
+
+
+def test_unknown_code_names_the_code_and_the_expected_type(tmp_path):
+    support = tmp_path / "support"
+    support.mkdir()
+    (support / "user_types.py").write_text(USER_TYPES)
+    root = str(tmp_path / "ckpt")
+    _run(textwrap.dedent(WRITE).format(support=str(support), backend="heap", local=str(tmp_path / "w"), root=root),
+         tmp_path)
+    code = textwrap.dedent(READ).format(root=root, target="heap", local=str(tmp_path / "r"))
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "extension code 42 is type user_types:Point (recorded in the snapshot)" in r.stderr
+    assert "'user_types' cannot be imported" in r.stderr

@@ -1,0 +1,113 @@
+"""Resume and rescale in new applications: each run of `statekit sessionize` is a new interpreter and a
+new SparkSession whose Python workers are never reused, so a restore cannot lean on modules an earlier
+task imported (windows are restored before anything imports the operators)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from statekit.testing import BACKENDS
+from tests.spark_support import clickstream, output_rows, spark_sessions, write_input
+
+pytestmark = pytest.mark.spark
+
+
+def _sessionize(inp, out, ckpt, backend, partitions, final=False):
+    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--output", str(out),
+            "--checkpoint", str(ckpt), "--key", "user_id", "--time", "ts_ms", "--gap", "30s",
+            "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count", "--backend", backend,
+            "--partitions", str(partitions), "--master", "local[2]", "--trigger", "available-now",
+            "--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false"]
+    r = subprocess.run(argv + (["--final"] if final else []), capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_resume_and_rescale_in_new_applications(spark, tmp_path, backend):
+    clicks = clickstream(1500, 30, seed=11)
+    staged = write_input(clicks, tmp_path / "staged", files=3)
+    reference = spark_sessions(spark, staged)
+    inp, out, ckpt = tmp_path / "in", tmp_path / "out", tmp_path / "ckpt"
+    inp.mkdir()
+    files = sorted(staged.iterdir())
+    for i, (f, partitions) in enumerate(zip(files, (2, 3, 1))):  # same partitions, then 2 -> 3 and 3 -> 1
+        shutil.copy(f, inp / f.name)
+        os.utime(inp / f.name, (time.time() + i, time.time() + i))  # the file source takes the oldest first
+        _sessionize(inp, out, ckpt, backend, partitions, final=i == len(files) - 1)
+    assert output_rows(spark, out) == reference
+
+
+FACTORY = '''
+from statekit import AggregateFunction
+
+
+class SumCount(AggregateFunction):
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add(self, row, acc):
+        return (acc[0] + row[-1], acc[1] + 1)  # value is the last of the columns
+
+    def merge(self, a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    def get_result(self, acc):
+        return acc
+
+
+class Factory:
+    """Imports the operators only when called: a restore that needs them must not rely on it."""
+
+    def __call__(self):
+        from statekit.operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
+
+        class Rows(ProcessWindowFunction):
+            def process(self, key, context, elements):
+                for s, c in elements:
+                    yield (key, context.window.start, context.window.end, s, c)
+
+        return WindowOperator(EventTimeSessionWindows.with_gap(30_000), function=SumCount(), window_function=Rows())
+'''
+
+RUN = '''
+import sys
+from statekit.spark import run_keyed, spark_session
+from lazy_factory import Factory
+
+inp, out, ckpt, backend, partitions, final = sys.argv[1:7]
+spark = spark_session("local[2]", {{"spark.python.worker.reuse": "false", "spark.ui.enabled": "false",
+                                   "spark.statekit.backend": backend}})
+df = spark.readStream.option("header", "true").schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(inp)
+run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],
+          operator_factory=Factory(), checkpoint=ckpt, output=out, partitions=int(partitions),
+          watermark_delay="10s", final=final == "1",
+          result_schema="user_id STRING, window_start BIGINT, window_end BIGINT, sum_value BIGINT, count BIGINT")
+'''
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_keyed_rescale_in_a_new_application_with_a_lazy_factory(spark, tmp_path, backend):
+    clicks = clickstream(1200, 25, seed=13)
+    staged = write_input(clicks, tmp_path / "staged", files=2)
+    reference = spark_sessions(spark, staged)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "lazy_factory.py").write_text(FACTORY)
+    (code / "run.py").write_text(RUN.format())
+    inp, out, ckpt = tmp_path / "in", tmp_path / "out", tmp_path / "ckpt"
+    inp.mkdir()
+    for i, (f, partitions) in enumerate(zip(sorted(staged.iterdir()), (2, 3))):
+        shutil.copy(f, inp / f.name)
+        os.utime(inp / f.name, (time.time() + i, time.time() + i))
+        r = subprocess.run([sys.executable, str(code / "run.py"), str(inp), str(out), str(ckpt), backend,
+                            str(partitions), "1" if i == 1 else "0"], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(code)})
+        assert r.returncode == 0, r.stderr[-4000:]
+    assert output_rows(spark, out) == reference
