@@ -13,6 +13,7 @@ from .functions import KeyedProcessFunction, ProcessWindowFunction
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, InvalidRecord, InvalidRecordError
 from .keyed_process import KeyedProcessOperator
 from .merging_window_set import MergingWindowSet
+from .operator import KeyedOperator
 from .output import Output
 from .triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger, EventTimeTrigger,
                        NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger, TriggerResult)
@@ -23,7 +24,7 @@ __all__ = [
     "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountEvictor", "CountTrigger",
     "DynamicEventTimeSessionWindows", "DynamicProcessingTimeSessionWindows", "EventTimeSessionWindows",
     "EventTimeTrigger", "Evictor", "GLOBAL_WINDOW", "GlobalWindow", "GlobalWindows", "InvalidRecord", "InvalidRecordError", "KeyedProcessFunction",
-    "KeyedProcessOperator", "MAX_EVENT_TIMESTAMP", "MIN_EVENT_TIMESTAMP", "MergingWindowAssigner", "MergingWindowSet", "NeverTrigger", "Output",
+    "KeyedOperator", "KeyedProcessOperator", "MAX_EVENT_TIMESTAMP", "MIN_EVENT_TIMESTAMP", "MergingWindowAssigner", "MergingWindowSet", "NeverTrigger", "Output",
     "ProcessWindowFunction", "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger",
     "SlidingEventTimeWindows", "SlidingProcessingTimeWindows", "TimeEvictor", "TimeWindow", "TimestampedValue",
     "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from statekit import VOID_NAMESPACE, KeyedStateBackend, State, StateDescriptor, Timer, TimerTarget
+from statekit import VOID_NAMESPACE, KeyedStateBackend, State, StateDescriptor, Timer
 
 from .batching import group_by_key
 from .functions import KeyedProcessFunction
+from .operator import KeyedOperator
 from .output import Output
 
 TIMER_SERVICE = "user-timers"
@@ -74,7 +75,7 @@ class ProcessContext:
         return self._domain
 
 
-class KeyedProcessOperator(TimerTarget):
+class KeyedProcessOperator(KeyedOperator):
     """Calls ``process_element`` per element and ``on_timer`` per timer; outputs carry the element's
     timestamp or the event-time timer's (processing-time timer outputs have none, as in Flink)."""
 
@@ -91,12 +92,6 @@ class KeyedProcessOperator(TimerTarget):
 
     def close(self) -> None:
         self.function.close()
-
-    def snapshot_metadata(self) -> dict:
-        return {"watermark": self._svc.current_watermark(), "processing_time": self._svc.current_processing_time()}
-
-    def restore_metadata(self, metadata: dict) -> None:
-        self._svc.restore_time(metadata["watermark"], metadata["processing_time"])
 
     def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         self._backend.set_current_key(key)
@@ -116,14 +111,6 @@ class KeyedProcessOperator(TimerTarget):
         for _, value, ts in items:
             ctx._timestamp = ts
             collect_all(fn(value, ctx), ts)
-
-    def process_watermark(self, watermark: int) -> None:
-        if watermark > self._svc.current_watermark():
-            self._svc.advance_watermark(watermark)
-
-    def advance_processing_time(self, time: int) -> None:
-        if time > self._svc.current_processing_time():
-            self._svc.advance_processing_time(time)
 
     def on_event_time(self, timer: Timer) -> None:
         self._on_timer(timer, EVENT_TIME, timer.timestamp)

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from statekit import (MAX_TIMESTAMP, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer, TimerTarget,
+from statekit import (MAX_TIMESTAMP, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer,
                       ValueStateDescriptor)
 from statekit.durations import to_millis
 
@@ -30,6 +30,7 @@ from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, InvalidRecord, error
 from .merging_window_set import MergingWindowSet
+from .operator import KeyedOperator
 from .output import Output
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
 from .windows import TimeWindow
@@ -54,7 +55,7 @@ def _function_kind(function: Any) -> str:
                     f"ProcessWindowFunction, got {type(function).__name__}")
 
 
-class WindowOperator(TimerTarget):
+class WindowOperator(KeyedOperator):
     """Windows a keyed stream: assigner + trigger (+ evictor) + function, with allowed lateness and a
     side output for late elements (``late_output_tag=None`` drops and counts them instead).
 
@@ -124,34 +125,7 @@ class WindowOperator(TimerTarget):
             if isinstance(fn, ProcessWindowFunction):
                 fn.close()
 
-    def snapshot_metadata(self) -> dict:
-        """What a backend snapshot does not hold: the operator's clocks."""
-        return {"watermark": self._svc.current_watermark(), "processing_time": self._svc.current_processing_time()}
-
-    def restore_metadata(self, metadata: dict) -> None:
-        self._svc.restore_time(metadata["watermark"], metadata["processing_time"])
-
-    # -- time ----------------------------------------------------------------------------------
-    def current_watermark(self) -> int:
-        return self._svc.current_watermark()
-
-    def get_current_processing_time(self) -> int:
-        """Processing time, as assigners read it from their context."""
-        return self._svc.current_processing_time()
-
-    def process_watermark(self, watermark: int) -> None:
-        """Advance event time: fires and cleans every window whose timers are due."""
-        if watermark > self._svc.current_watermark():
-            self._svc.advance_watermark(watermark)
-
-    def advance_processing_time(self, time: int) -> None:
-        if time > self._svc.current_processing_time():
-            self._svc.advance_processing_time(time)
-
     # -- elements ------------------------------------------------------------------------------
-    def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:
-        self.process_batch([(key, value, timestamp)])
-
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records at the current watermark, grouped per key (same output as one by one)."""
         set_key = self._backend.set_current_key
@@ -451,7 +425,7 @@ class WindowOperator(TimerTarget):
 
     def _session_timers(self, mws: MergingWindowSet, sessions: list, wm: int) -> None:
         """Persist the sessions as the mapping and buffer the net timer operations of the batch."""
-        lateness, pending = self.allowed_lateness, self._timers._pending
+        lateness, buffer = self.allowed_lateness, self._timers.buffer_event
         mapping = {}
         for sess in sessions:
             w = sess[3]
@@ -461,19 +435,19 @@ class WindowOperator(TimerTarget):
         for w in mws.initial:
             if w not in mapping:
                 max_ts = w[1] - 1
-                pending[(True, w, max_ts)] = False
+                buffer(w, max_ts, False)
                 cleanup = min(max_ts + lateness, MAX_TIMESTAMP)
                 if cleanup != MAX_TIMESTAMP:
-                    pending[(True, w, cleanup)] = False
+                    buffer(w, cleanup, False)
         for sess in sessions:
             if sess[4]:
                 w = sess[3]
                 max_ts = w[1] - 1
                 if max_ts > wm:
-                    pending[(True, w, max_ts)] = True
+                    buffer(w, max_ts, True)
                 cleanup = min(max_ts + lateness, MAX_TIMESTAMP)
                 if cleanup != MAX_TIMESTAMP:
-                    pending[(True, w, cleanup)] = True
+                    buffer(w, cleanup, True)
         mws.mapping = mapping
         mws.persist()
 

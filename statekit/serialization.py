@@ -159,6 +159,11 @@ class MsgpackSerializer:
     def __init__(self) -> None:
         self._packer = msgpack.Packer(default=_default, strict_types=True, use_bin_type=True)
 
+    def __reduce__(self) -> tuple:
+        """Picklable (its packer is not): descriptors of functions defined in a notebook or ``__main__``
+        travel to Spark executors by value."""
+        return (MsgpackSerializer, ())
+
     def dumps(self, value: Any) -> bytes:
         try:
             return self._packer.pack(value)

@@ -201,16 +201,17 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         raise ValueError(f"trigger must be 'available-now' or 'continuous', got {trigger!r}")
     if final and trigger == "continuous":
         raise ValueError("final needs a bounded input: use trigger 'available-now' (a continuous query never ends)")
-    columns = list(dict.fromkeys(columns or df.columns))
-    missing = [c for c in (key, time, *columns) if c not in df.columns]
+    row_columns = list(df.columns if columns is None else columns)
+    if len(set(row_columns)) != len(row_columns):
+        raise InputError(f"columns {row_columns} name a column twice")
+    missing = [c for c in (key, time, *row_columns) if c not in df.columns]
     if missing:
         raise InputError(f"column {missing[0]!r} not found; available columns: {', '.join(df.columns)}")
     time_type = df.schema[time].dataType.typeName()
     if time_type not in _TIME_TYPES:
         raise InputError(f"time column {time!r} has type {time_type}: it must hold integer milliseconds "
                          f"(convert a timestamp with unix_millis({time}))")
-    columns = [c for c in columns if c not in (key, time)]
-    columns = [key, time, *columns]
+    columns = [key, time, *(c for c in row_columns if c not in (key, time))]
     selected = df.select(*columns)
     state_config, settings = resolve_config(spark, config)
     delay_ms = to_millis(watermark_delay, "watermark delay")
@@ -231,11 +232,14 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         result_schema = _parse_datatype_string(result_schema)
     if not isinstance(result_schema, StructType):
         raise TypeError(f"result_schema must be a StructType or a DDL string, got {result_schema!r}")
-    side_schema = StructType(list(selected.schema.fields) + [StructField("reason", StringType(), True)])
+    reason = StructField("reason", StringType(), True)
+    invalid_schema = StructType(list(selected.schema.fields) + [reason])
+    late_schema = StructType([selected.schema[c] for c in row_columns] + [reason])
     sink = OutputDir(output)
     job = JobPlan(operator_id, operator_factory, checkpoint, state_config.to_dict(), partitions,
-                  state_config.max_parallelism, tuple(columns), to_arrow_schema(routed_schema(selected.schema)),
-                  to_arrow_schema(result_schema), to_arrow_schema(side_schema), sink,
+                  state_config.max_parallelism, tuple(columns), tuple(row_columns),
+                  to_arrow_schema(routed_schema(selected.schema)), to_arrow_schema(result_schema),
+                  to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), sink,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None)
     runner = EpochRunner(spark, job, delay_ms, selected.schema, EpochLog(checkpoint), max_ahead_ms,
                          str(max_ahead), progress)

@@ -40,9 +40,10 @@ class Fault:
 @dataclass(frozen=True)
 class JobPlan:
     """Constant for a run: operator, where its state and output live, how records are laid out.
-    ``columns``: the input columns given to the operator as the record's row, key first, then time;
-    the schemas are pyarrow schemas of the routed input, the results and the side outputs (the
-    input columns and a ``reason``)."""
+    ``columns``: the input columns routed to the tasks, key first, then time, then the rest of
+    ``row_columns``, the columns that make a record's row (in the user's order). The schemas are
+    pyarrow schemas of the routed input, the results, the late side output (the row's columns and
+    a ``reason``) and the invalid side output (``columns`` and a ``reason``)."""
 
     operator_id: str
     operator_factory: Callable[[], Any]
@@ -51,9 +52,11 @@ class JobPlan:
     partitions: int
     max_parallelism: int
     columns: tuple[str, ...]
+    row_columns: tuple[str, ...]
     routed_schema: Any
     result_schema: Any
-    side_schema: Any
+    late_schema: Any
+    invalid_schema: Any
     sink: Any
     retain: int = 3
     cache_size: int = 8

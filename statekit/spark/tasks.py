@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from ..checkpoint import CheckpointStore, Storage
+from ..operators import KeyedOperator, Output
 from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
 from ..backend import create_backend
 from .errors import InjectedFault
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
+from .results import output_table
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 
 
@@ -34,8 +36,8 @@ class Slot:
     """An open operator on its backend, at committed epoch ``epoch``."""
 
     backend: Any
-    operator: Any
-    output: Any
+    operator: KeyedOperator
+    output: Output
     epoch: int | None
 
     def close(self) -> None:
@@ -58,9 +60,10 @@ def _local_config(job: JobPlan, kgs: range) -> StateConfig:
 
 
 def _open(job: JobPlan, backend: Any, metadata: list[dict]) -> Slot:
-    from statekit.operators import Output  # operators are found lazily: the glue itself is operator-agnostic
-
     op = job.operator_factory()
+    if not isinstance(op, KeyedOperator):
+        raise TypeError(f"operator_factory {job.operator_factory!r} returned a {type(op).__name__}, not a "
+                        f"statekit.operators.KeyedOperator (WindowOperator, KeyedProcessOperator or a subclass)")
     out = Output()
     op.open(backend, out)
     if metadata:
@@ -156,18 +159,23 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
         op = slot.operator
         late_before = op.metrics.get("late_dropped", 0)
         watermark_before = op.current_watermark()
-        columns = [valid.column(c).to_pylist() for c in job.columns]
+        keys = valid.column(job.columns[0]).to_pylist()
         timestamps = valid.column(TS).to_numpy()
-        keys = columns[0]  # the key column comes first, then the time column
-        if hasattr(op, "process_columns"):
-            op.process_columns(keys, timestamps, columns)
-        else:
-            op.process_batch(list(zip(keys, zip(*columns), timestamps.tolist())))
+        op.process_columns(keys, timestamps, [valid.column(c).to_pylist() for c in job.row_columns])
         if epoch.watermark is not None:
             op.process_watermark(epoch.watermark)
-        results = [v for v, _ in slot.output.drain()]
-        late = [row for row, _ in slot.output.drain_side(LATE_TAG)]
-        refused = [(r.value, f"{getattr(r, 'field', 'record')}: {r.reason}") for r, _ in slot.output.drain_side(INVALID_TAG)]
+        results = output_table([v for v, _ in slot.output.drain()], job.result_schema, "result")
+        reason = f"late: behind watermark {watermark_before}"
+        late = [tuple(row) + (reason,) for row, _ in slot.output.drain_side(LATE_TAG)]
+        refused = [_invalid_row(job, r) for r, _ in slot.output.drain_side(INVALID_TAG)]
+        tables = {"r": results}
+        if late:
+            tables["l"] = output_table(late, job.late_schema, "late")
+        if invalid.num_rows or refused:
+            parts = [invalid.select([*job.columns, WHY]).rename_columns(job.invalid_schema.names).cast(job.invalid_schema)]
+            if refused:
+                parts.append(output_table(refused, job.invalid_schema, "invalid"))
+            tables["i"] = pa.concat_tables(parts)
         dropped = op.metrics.get("late_dropped", 0) - late_before
         t2 = time.perf_counter()
         _maybe_fail(job, epoch.epoch, index, "before-commit")
@@ -181,20 +189,11 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     slot.epoch = epoch.epoch
     release(job, store, kgs, slot)
     attempt = f"p{index:05d}-{uuid.uuid4().hex[:12]}"
-    files = {"r": job.sink.stage(epoch.epoch, f"r-{attempt}", _table(results, job.result_schema, "result"))}
-    if late:
-        reason = f"late: behind watermark {watermark_before}"
-        files["l"] = job.sink.stage(epoch.epoch, f"l-{attempt}",
-                                    _table([row + (reason,) for row in late], job.side_schema, "late"))
-    if invalid.num_rows or refused:
-        parts = [invalid.select([*job.columns, WHY]).rename_columns(job.side_schema.names).cast(job.side_schema)]
-        if refused:
-            parts.append(_table([row + (why,) for row, why in refused], job.side_schema, "invalid"))
-        files["i"] = job.sink.stage(epoch.epoch, f"i-{attempt}", pa.concat_tables(parts))
+    files = {tag: job.sink.stage(epoch.epoch, f"{tag}-{attempt}", table) for tag, table in tables.items()}
     future = (pc.sum(pc.starts_with(invalid.column(WHY), FUTURE_REASON)).as_py() or 0) if invalid.num_rows else 0
     stats = {
         "partition": index, "records": valid.num_rows - len(refused), "invalid": invalid.num_rows + len(refused),
-        "future": future, "late": len(late) + dropped, "results": len(results), "max_ts": max_ts, "fast_path": fast,
+        "future": future, "late": len(late) + dropped, "results": results.num_rows, "max_ts": max_ts, "fast_path": fast,
         "files": files, "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
         "restore_seconds": round(t1 - t0, 6), "process_seconds": round(t2 - t1, 6),
@@ -203,17 +202,9 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
 
 
-def _table(rows: list[tuple], schema: Any, what: str) -> Any:
-    """Rows (tuples in ``schema``'s column order) as an Arrow table; a value of the wrong type is an
-    error naming the column."""
-    import pyarrow as pa
 
-    if not rows:
-        return schema.empty_table()
-    arrays = []
-    for field, values in zip(schema, zip(*rows)):
-        try:
-            arrays.append(pa.array(values, field.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-            raise TypeError(f"{what} column {field.name!r} ({field.type}): {e}") from None
-    return pa.Table.from_arrays(arrays, schema=schema)
+def _invalid_row(job: JobPlan, refused: Any) -> tuple:
+    """A record the operator refused, laid out as the routed input columns plus the reason."""
+    values = dict(zip(job.row_columns, refused.value)) if isinstance(refused.value, tuple) else {}
+    values[job.columns[0]], values[job.columns[1]] = refused.key, refused.timestamp
+    return tuple(values.get(c) for c in job.columns) + (f"{refused.field}: {refused.reason}",)

@@ -1,0 +1,61 @@
+"""Operator outputs as Arrow tables, checked against their schema before anything is staged.
+
+Every output row must be a tuple (or list) with one value per schema column, each convertible to
+its column's type: a row of the wrong arity or a value of the wrong type fails the epoch with an
+error naming the schema, the column and the offending row, so nothing of the epoch is committed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SHOWN = 200
+
+
+class ResultSchemaError(TypeError):
+    """An operator output that does not fit its schema (arity or type)."""
+
+
+def _short(row: Any) -> str:
+    text = repr(row)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _schema_text(schema: Any) -> str:
+    return ", ".join(f"{f.name} {f.type}" for f in schema)
+
+
+def output_table(rows: list[Any], schema: Any, what: str) -> Any:
+    """``rows`` as a table of ``schema`` (a pyarrow schema); ``what`` names the output in errors."""
+    import pyarrow as pa
+
+    if not rows:
+        return schema.empty_table()
+    width = len(schema)
+    for i, row in enumerate(rows):
+        if not isinstance(row, (tuple, list)) or len(row) != width:
+            got = f"{len(row)} values" if isinstance(row, (tuple, list)) else f"a {type(row).__name__}, not a tuple"
+            raise ResultSchemaError(f"{what} row {i} {_short(row)} does not fit the {what} schema "
+                                    f"({_schema_text(schema)}): {width} values expected, got {got}")
+    arrays = []
+    for c, field in enumerate(schema):
+        values = [row[c] for row in rows]
+        try:
+            arrays.append(pa.array(values, field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            bad = _first_bad(values, field.type)
+            raise ResultSchemaError(f"{what} column {field.name!r} ({field.type}) of schema ({_schema_text(schema)}): "
+                                    f"{e}; offending row {bad}: {_short(rows[bad]) if bad is not None else '?'}") from None
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _first_bad(values: list[Any], arrow_type: Any) -> int | None:
+    """Index of the first value that does not convert to ``arrow_type`` on its own."""
+    import pyarrow as pa
+
+    for i, v in enumerate(values):
+        try:
+            pa.array([v], arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            return i
+    return None
