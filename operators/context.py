@@ -23,10 +23,12 @@ class TimerBuffer:
     a timer of any other namespace only cancels a buffered registration.
 
     ``firing`` is the (event?, namespace, timestamp) of the timer being handled: it has left the
-    queue already, so deleting it is skipped.
+    queue already, so deleting it is skipped, unless the callback registered it again (a continuous
+    trigger's last fire at the window's end): then the delete removes that registration, so each
+    registered timer fires at most once, as in Flink.
     """
 
-    __slots__ = ("_svc", "_pending", "buffering", "known", "firing")
+    __slots__ = ("_svc", "_pending", "buffering", "known", "firing", "_refired")
 
     def __init__(self, service: InternalTimerService) -> None:
         self._svc = service
@@ -34,6 +36,27 @@ class TimerBuffer:
         self.buffering = False
         self.known: Any = None
         self.firing: tuple | None = None
+        self._refired = False
+
+    def start_firing(self, event: bool, namespace: Any, ts: int) -> None:
+        """The timer (event?, namespace, ts) is being handled (it has left the queue)."""
+        self.firing = (event, namespace, ts)
+        self._refired = False
+
+    def end_firing(self) -> None:
+        self.firing = None
+        self._refired = False
+
+    def _registered(self, key: tuple[bool, Any, int]) -> None:
+        if key == self.firing:
+            self._refired = True
+
+    def _must_delete(self, key: tuple[bool, Any, int]) -> bool:
+        """Delete from the queue unless ``key`` is the firing timer and it was not registered again."""
+        if key != self.firing:
+            return True
+        refired, self._refired = self._refired, False
+        return refired
 
     def _delete(self, key: tuple[bool, Any, int]) -> None:
         known = self.known
@@ -52,11 +75,12 @@ class TimerBuffer:
             self._pending[(True, namespace, ts)] = True
         else:
             self._svc.register_event_time_timer(namespace, ts)
+            self._registered((True, namespace, ts))
 
     def delete_event(self, namespace: Any, ts: int) -> None:
         if self.buffering:
             self._delete((True, namespace, ts))
-        elif self.firing != (True, namespace, ts):
+        elif self._must_delete((True, namespace, ts)):
             self._svc.delete_event_time_timer(namespace, ts)
 
     def register_processing(self, namespace: Any, ts: int) -> None:
@@ -64,11 +88,12 @@ class TimerBuffer:
             self._pending[(False, namespace, ts)] = True
         else:
             self._svc.register_processing_time_timer(namespace, ts)
+            self._registered((False, namespace, ts))
 
     def delete_processing(self, namespace: Any, ts: int) -> None:
         if self.buffering:
             self._delete((False, namespace, ts))
-        elif self.firing != (False, namespace, ts):
+        elif self._must_delete((False, namespace, ts)):
             self._svc.delete_processing_time_timer(namespace, ts)
 
     def flush(self) -> None:

@@ -592,7 +592,7 @@ class WindowOperator(KeyedOperator):
         else:
             mws = None
             state_window = window
-        self._timers.firing = (event, window, time)
+        self._timers.start_firing(event, window, time)
         try:
             if event:
                 result = self.trigger.on_event_time(time, window, ctx)
@@ -605,7 +605,7 @@ class WindowOperator(KeyedOperator):
             if event == self.event_time and time == self._cleanup_time(window):
                 self._clear_all_state(window, state_window, mws)
         finally:
-            self._timers.firing = None
+            self._timers.end_firing()
         if mws is not None:
             mws.persist()
         self._flush_accumulators()

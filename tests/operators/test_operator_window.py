@@ -467,3 +467,55 @@ def test_event_time_assigner_rejects_missing_timestamp(backend_name, tmp_path):
     h = make_harness(WindowOperator(TumblingEventTimeWindows.of(10), function=add), backend_name, tmp_path)
     with pytest.raises(ValueError, match="timestamp"):
         h.process_element("k", 1)
+
+
+class ClearCounting:
+    """Mixin counting ``clear`` calls per window (Flink calls it once per window)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.clears = {}
+
+    def clear(self, window, ctx):
+        self.clears[window] = self.clears.get(window, 0) + 1
+        super().clear(window, ctx)
+
+
+class CountingContinuousProcessing(ClearCounting, ContinuousProcessingTimeTrigger):
+    pass
+
+
+class CountingContinuousEvent(ClearCounting, ContinuousEventTimeTrigger):
+    pass
+
+
+class CountingPurging(ClearCounting, PurgingTrigger):
+    pass
+
+
+@pytest.mark.parametrize("make_trigger", [lambda: CountingContinuousProcessing(10),
+                                          lambda: CountingPurging(ContinuousProcessingTimeTrigger.of(10))])
+def test_continuous_processing_trigger_fires_each_timer_once_and_clears_once(backend_name, tmp_path, make_trigger):
+    trigger = make_trigger()
+    op = WindowOperator(TumblingProcessingTimeWindows.of(100), function=add, trigger=trigger)
+    h = make_harness(op, backend_name, tmp_path)
+    h.set_processing_time(0)
+    h.process_element("k", 1)
+    fired_before = h.backend.timer_service("window-timers", None).num_processing_time_timers()
+    h.set_processing_time(200)   # the last fire at the window end re-registers its own time: cleanup must delete it
+    assert list(trigger.clears.values()) == [1]
+    h.set_processing_time(400)
+    assert list(trigger.clears.values()) == [1]
+    assert h.num_entries() == 0 and fired_before > 0
+    assert h.backend.timer_service("window-timers", None).num_processing_time_timers() == 0
+
+
+def test_continuous_event_trigger_clears_once(backend_name, tmp_path):
+    trigger = CountingContinuousEvent(7)
+    op = WindowOperator(TumblingEventTimeWindows.of(20), function=add, trigger=trigger, allowed_lateness=3)
+    h = make_harness(op, backend_name, tmp_path)
+    h.process_element("k", 1, 2)
+    h.process_watermark(30)
+    h.process_watermark(60)
+    assert list(trigger.clears.values()) == [1]
+    assert h.num_entries() == 0
