@@ -1,8 +1,13 @@
-"""Output: where an operator's results and side outputs are collected between drains."""
+"""Output: where an operator's results and side outputs are collected between drains.
+
+Everything collected is ``detached`` from state: a result that is (or holds) an accumulator is
+copied as it is emitted, so a later update of the window cannot change it."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable
+
+from statekit import detached
 
 
 class Output:
@@ -15,17 +20,17 @@ class Output:
         self.side_outputs: dict[str, list[tuple[Any, int | None]]] = {}
 
     def collect(self, value: Any, timestamp: int | None) -> None:
-        self.records.append((value, timestamp))
+        self.records.append((detached(value), timestamp))
 
     def collect_all(self, values: Iterable[Any] | None, timestamp: int | None) -> None:
         """Collect every value of a function's returned/yielded results (None means none)."""
         if values is not None:
             append = self.records.append
             for v in values:
-                append((v, timestamp))
+                append((detached(v), timestamp))
 
     def side_output(self, tag: str, value: Any, timestamp: int | None) -> None:
-        self.side_outputs.setdefault(tag, []).append((value, timestamp))
+        self.side_outputs.setdefault(tag, []).append((detached(value), timestamp))
 
     def drain(self) -> list[tuple[Any, int | None]]:
         """The records collected since the last drain."""

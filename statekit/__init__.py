@@ -7,6 +7,7 @@ from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY, create_backe
 from .config import OptionSpec, StateConfig, parse_size
 from .descriptors import (AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                           ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
+from .detach import detached, is_immutable
 from .durations import to_millis
 from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError,
                      StateDescriptorError, StateError)
@@ -28,7 +29,7 @@ __all__ = [
     "ReducingState", "ReducingStateDescriptor", "SerializationError", "Serializer", "State", "StateConfig",
     "StateDescriptor", "StateDescriptorError", "StateError", "StateTtlConfig", "StateVisibility", "Timer",
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
-    "available_backends", "backend_class", "create_backend", "decode_timer", "key_group_for", "key_group_for_bytes",
+    "available_backends", "backend_class", "create_backend", "decode_timer", "detached", "is_immutable", "key_group_for", "key_group_for_bytes",
     "key_groups_for_partition", "parse_size", "partition_for_key_group", "register_backend", "register_type", "registered_types", "expect_types",
     "stable_hash", "timer_sort_key", "to_millis", "wall_clock_ms",
 ]

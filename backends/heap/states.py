@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, Iterable, Iterator
 
-from statekit import (KeyedStateBackend, AggregatingState, InternalKeyedState, InternalKvState, InternalMergingState, ListState, MapState, ReducingState, SerializationError,
+from statekit import (detached, KeyedStateBackend, AggregatingState, InternalKeyedState, InternalKvState, InternalMergingState, ListState, MapState, ReducingState, SerializationError,
                       StateDescriptor, ValueState, NO_KEY, KEY_SERIALIZER, MsgpackSerializer)
 
 
@@ -75,7 +75,7 @@ class HeapState(InternalKeyedState, InternalKvState):
         except Exception as e:
             raise SerializationError(f"state '{self._name}': cannot serialize value of type "
                                      f"{type(value).__name__}: {e}") from None
-        return value
+        return detached(value)
 
     # -- TTL -----------------------------------------------------------------------------------
     def _accessed(self) -> None:
@@ -191,14 +191,14 @@ class HeapValueState(HeapState, ValueState):
 
     def value(self) -> Any:
         if self._ttl is None:
-            return self._table.get(self._ck, self._default)
+            return detached(self._table.get(self._ck, self._default))
         self._accessed()
         ck = self._ck
         cell = self._table.get(ck)
         if cell is None:
-            return self._default
+            return detached(self._default)
         visible, value = self._live(ck, cell)
-        return value if visible else self._default
+        return detached(value if visible else self._default)
 
     def update(self, value: Any) -> None:
         if value is None:
@@ -206,7 +206,7 @@ class HeapValueState(HeapState, ValueState):
             return
         t = type(value)
         if t not in self._trusted or (t is int and not _INT_MIN <= value <= _INT_MAX):
-            self._validated(value)
+            value = self._validated(value)
         ck = self._ck
         if self._ttl is None:
             self._table[ck] = value
@@ -239,7 +239,7 @@ class HeapListState(HeapMergingState, ListState):
         ck = self._ck
         if self._ttl is None:
             cell = self._table.get(ck)
-            return [] if cell is None else list(cell)
+            return [] if cell is None else [detached(e) for e in cell]
         self._accessed()
         cell = self._table.get(ck)
         if cell is None:
@@ -247,7 +247,7 @@ class HeapListState(HeapMergingState, ListState):
         now = self._clock()
         ttl_ms = self._ttl_ms
         live = [e for e in cell if e[1] + ttl_ms > now]
-        out = [e[0] for e in cell] if self._ttl.return_expired else [e[0] for e in live]
+        out = [detached(e[0]) for e in (cell if self._ttl.return_expired else live)]
         if self._ttl.refresh_on_read:
             live = [(e[0], now) for e in live]
         if len(live) != len(cell) or self._ttl.refresh_on_read:
@@ -261,7 +261,7 @@ class HeapListState(HeapMergingState, ListState):
     def add(self, value: Any) -> None:
         t = type(value)
         if t not in self._trusted or (t is int and not _INT_MIN <= value <= _INT_MAX):
-            self._validated(value)
+            value = self._validated(value)
         ck = self._ck
         if self._ttl is None:
             elem = value
@@ -277,9 +277,7 @@ class HeapListState(HeapMergingState, ListState):
 
     def _elements(self, values: Iterable[Any]) -> list:
         """``values`` as stored elements: all validated first (a failed write changes nothing), stamped with TTL."""
-        values = list(values)
-        for v in values:
-            self._validated(v)
+        values = [self._validated(v) for v in values]
         if self._ttl is not None:
             self._accessed()
             now = self._clock()
@@ -376,18 +374,17 @@ class HeapMapState(HeapState, MapState):
 
     def get(self, key: Any) -> Any:
         value = self._live_entry(key)
-        return None if value is _MISSING else value
+        return None if value is _MISSING else detached(value)
 
     def put(self, key: Any, value: Any) -> None:
         self._check_user_key(key)
-        self._validated(value)
-        self._store({key: value})
+        self._store({key: self._validated(value)})
 
     def put_all(self, mapping: dict) -> None:
         mapping = dict(mapping)
         for k, v in mapping.items():
             self._check_user_key(k)
-            self._validated(v)
+            mapping[k] = self._validated(v)
         if mapping:
             self._store(mapping)
 
@@ -426,13 +423,14 @@ class HeapMapState(HeapState, MapState):
         cell = self._live_map()
         if not cell:
             return []
-        return list(cell.values()) if self._ttl is None else [e[0] for e in cell.values()]
+        return [detached(v) for v in cell.values()] if self._ttl is None else [detached(e[0]) for e in cell.values()]
 
     def items(self) -> list:
         cell = self._live_map()
         if not cell:
             return []
-        return list(cell.items()) if self._ttl is None else [(k, e[0]) for k, e in cell.items()]
+        return ([(k, detached(v)) for k, v in cell.items()] if self._ttl is None
+                else [(k, detached(e[0])) for k, e in cell.items()])
 
     def is_empty(self) -> bool:
         return not self._live_map()
@@ -471,13 +469,13 @@ class HeapReducingState(HeapMergingState, ReducingState):
     def get(self) -> Any:
         ck = self._ck
         if self._ttl is None:
-            return self._table.get(ck)
+            return detached(self._table.get(ck))
         self._accessed()
         cell = self._table.get(ck)
         if cell is None:
             return None
         visible, value = self._live(ck, cell)
-        return value if visible else None
+        return detached(value) if visible else None
 
     def add(self, value: Any) -> None:
         ck = self._ck
@@ -487,7 +485,7 @@ class HeapReducingState(HeapMergingState, ReducingState):
             new = value if cell is _MISSING else self._reduce(cell, value)
             t = type(new)
             if t not in self._trusted or (t is int and not _INT_MIN <= new <= _INT_MAX):
-                self._validated(new)
+                new = self._validated(new)
             table[ck] = new
         else:
             current = self.get()
@@ -521,7 +519,7 @@ class HeapAggregatingState(HeapMergingState, AggregatingState):
 
     def get(self) -> Any:
         acc = self._accumulator()
-        return None if acc is _MISSING else self._agg.get_result(acc)
+        return None if acc is _MISSING else detached(self._agg.get_result(acc))
 
     def add(self, value: Any) -> None:
         ck = self._ck

@@ -21,7 +21,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, Callable, Iterable, Iterator
 
-from statekit import (KeyedStateBackend, KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedState, InternalKvState, InternalMergingState, ListState, MapState,
+from statekit import (detached, KeyedStateBackend, KEY_SERIALIZER, NO_KEY, AggregatingState, InternalKeyedState, InternalKvState, InternalMergingState, ListState, MapState,
                       MsgpackSerializer, NoCurrentKeyError, ReducingState, SerializationError, StateDescriptor,
                       ValueState)
 
@@ -370,15 +370,15 @@ class RocksDBValueState(RocksDBCellState, ValueState):
             self._accessed()
             cell = self._cell(ck)
             if cell is _ABSENT:
-                return self._default
+                return detached(self._default)
             visible, value = self._live(ck, cell)
-            return value if visible else self._default
+            return detached(value if visible else self._default)
         cell = self._ov.get(ck, _MISS)
         if cell is _MISS:
             cell = self._cache.hit(ck, _MISS)
             if cell is _MISS:
                 cell = self._cell(ck)
-        return self._default if cell is _ABSENT else cell
+        return detached(self._default if cell is _ABSENT else cell)
 
     def update(self, value: Any) -> None:
         if value is None:
@@ -388,6 +388,7 @@ class RocksDBValueState(RocksDBCellState, ValueState):
             self._check(value)
         except Exception as e:
             self._fail(value, e)
+        value = detached(value)  # the overlay and the read cache never share the caller's object
         if self._ttl is None:
             ov = self._ov
             ov[self._ck] = value
@@ -414,22 +415,22 @@ class RocksDBReducingState(RocksDBMergingCellState, ReducingState):
         ck = self._ck
         if self._ttl is None:
             cell = self._cell(ck)
-            return None if cell is _ABSENT else cell
+            return None if cell is _ABSENT else detached(cell)
         self._accessed()
         cell = self._cell(ck)
         if cell is _ABSENT:
             return None
         visible, value = self._live(ck, cell)
-        return value if visible else None
+        return detached(value) if visible else None
 
     def add(self, value: Any) -> None:
         ck = self._ck
         if self._ttl is None:
             cell = self._cell(ck)
-            self._stored(ck, self._validated(value if cell is _ABSENT else self._reduce(cell, value)))
+            self._stored(ck, self._validated(detached(value) if cell is _ABSENT else self._reduce(cell, value)))
         else:
             current = self.get()
-            new = value if current is None else self._reduce(current, value)
+            new = detached(value) if current is None else self._reduce(current, value)
             self._stored(ck, (self._validated(new), self._clock()))
 
 
@@ -458,7 +459,7 @@ class RocksDBAggregatingState(RocksDBMergingCellState, AggregatingState):
 
     def get(self) -> Any:
         acc = self._accumulator()
-        return None if acc is _ABSENT else self._agg.get_result(acc)
+        return None if acc is _ABSENT else detached(self._agg.get_result(acc))
 
     def add(self, value: Any) -> None:
         agg = self._agg

@@ -1401,3 +1401,57 @@ def test_user_interfaces_are_narrow_internal_ones_add_namespaces(backend):
         st = backend.get_state(descriptor(kind))
         assert isinstance(st, InternalKvState)
         assert isinstance(st, InternalMergingState) == (kind in MERGING)
+
+
+class AppendInPlace(AggregateFunction):
+    """An accumulator mutated in place and returned as the result: aliasing shows at once."""
+
+    def create_accumulator(self):
+        return []
+
+    def add(self, value, accumulator):
+        accumulator.append(value)
+        return accumulator
+
+    def merge(self, acc_a, acc_b):
+        acc_a.extend(acc_b)
+        return acc_a
+
+    def get_result(self, accumulator):
+        return accumulator
+
+
+def _extend_list(a: list, b: list) -> list:
+    return a + b
+
+
+@pytest.mark.parametrize("ttl_on", [False, True])
+def test_values_read_or_written_never_alias_stored_state(backend, ttl_on):
+    """Mutating what a read returned, or what was written, never changes state; on every state kind."""
+    def desc(d):
+        return d.enable_time_to_live(ttl()) if ttl_on else d
+
+    backend.set_current_key("k")
+    value = backend.get_state(desc(ValueStateDescriptor("v")))
+    lst = backend.get_state(desc(ListStateDescriptor("l")))
+    mp = backend.get_state(desc(MapStateDescriptor("m")))
+    red = backend.get_state(desc(ReducingStateDescriptor("r", _extend_list)))
+    agg = backend.get_state(desc(AggregatingStateDescriptor("a", AppendInPlace())))
+    written = {"x": [1]}
+    value.update(written)
+    lst.add(written)
+    mp.put("k", written)
+    red.add([1])
+    agg.add(1)
+    written["x"].append("after the write")
+    reads = [value.value(), lst.get()[0], mp.get("k"), mp.values()[0], mp.items()[0][1]]
+    for r in reads:
+        assert r == {"x": [1]}
+        r["x"].append("mutated by the reader")
+    assert [value.value(), lst.get()[0], mp.get("k")] == [{"x": [1]}] * 3
+    first = red.get()
+    first.append("mutated")
+    assert red.get() == [1]
+    result = agg.get()
+    agg.add(2)
+    assert result == [1] and agg.get() == [1, 2]

@@ -519,3 +519,20 @@ def test_continuous_event_trigger_clears_once(backend_name, tmp_path):
     h.process_watermark(60)
     assert list(trigger.clears.values()) == [1]
     assert h.num_entries() == 0
+
+
+def test_emitted_results_do_not_change_when_the_window_fires_again(backend_name, tmp_path):
+    """An accumulator mutated in place and returned as the result: the first firing's result must stay as it
+    was emitted when a late-but-allowed element updates the window and it fires again."""
+    from statekit.testing.contract import AppendInPlace
+
+    op = WindowOperator(TumblingEventTimeWindows.of(100), function=AppendInPlace(), allowed_lateness=50)
+    h = make_harness(op, backend_name, tmp_path)
+    h.process_batch([("k", 1, 10), ("k", 2, 20)])
+    h.process_watermark(120)
+    first = h.output()
+    assert first == [([1, 2], 99)]
+    h.process_element("k", 3, 30)   # late but allowed: the window fires again
+    again = h.output()
+    assert again == [([1, 2, 3], 99)]
+    assert first == [([1, 2], 99)]
