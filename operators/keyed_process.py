@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from statekit import VOID_NAMESPACE, KeyedStateBackend, State, StateDescriptor, Timer
+from statekit.descriptors import qualified_name
 
 from .batching import group_by_key
 from .functions import KeyedProcessFunction
@@ -82,6 +83,10 @@ class KeyedProcessOperator(KeyedOperator):
     def __init__(self, function: KeyedProcessFunction) -> None:
         self.function = function
         self.metrics: dict[str, int] = {"records_in": 0, "timers_fired": 0}
+
+    def describe(self) -> dict[str, Any]:
+        return {"state": {"operator": "KeyedProcessOperator", "function": qualified_name(self.function)},
+                "parameters": {}}
 
     def open(self, backend: KeyedStateBackend, output: Output) -> None:
         self._backend = backend

@@ -33,6 +33,11 @@ class KeyedOperator(TimerTarget):
         """Release what ``open`` acquired (user functions' ``close``)."""
 
     @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Plain data for a checkpoint's job description: ``state`` (what shapes stored state: a change is
+        refused on restore) and ``parameters`` (what a restore carries, applied from the next epoch)."""
+
+    @abstractmethod
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's ``(key, value, timestamp)`` records at the current watermark."""
 

@@ -18,8 +18,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from statekit import (MAX_TIMESTAMP, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer,
+from statekit import (MAX_TIMESTAMP, AggregateFunction, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer,
                       ValueStateDescriptor)
+from statekit.descriptors import qualified_name
 from statekit.durations import to_millis
 
 from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
@@ -94,6 +95,17 @@ class WindowOperator(KeyedOperator):
         self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
                                     "invalid": 0}
         self._backend: KeyedStateBackend | None = None
+
+    def describe(self) -> dict[str, Any]:
+        layout = (self.function.state_layout() if isinstance(self.function, AggregateFunction)
+                  else qualified_name(self.function))
+        return {"state": {"operator": "WindowOperator", "assigner": type(self.assigner).__name__,
+                          "function": layout, "kind": self.kind,
+                          "window_function": None if self.window_function is None else qualified_name(self.window_function),
+                          "trigger": type(self.trigger).__name__,
+                          "evictor": None if self.evictor is None else type(self.evictor).__name__},
+                "parameters": {"assigner": repr(self.assigner), "trigger": repr(self.trigger),
+                               "allowed_lateness": self.allowed_lateness}}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self, backend: KeyedStateBackend, output: Output) -> None:

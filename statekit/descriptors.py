@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Generic, TypeVar
 
@@ -34,6 +35,11 @@ class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
 
     @abstractmethod
     def merge(self, acc_a: ACC, acc_b: ACC) -> ACC: ...
+
+    def state_layout(self) -> Any:
+        """What its accumulators hold, as plain data for a checkpoint's job description: a change means
+        stored accumulators no longer fit and a restore is refused. Default: the class's qualified name."""
+        return qualified_name(self)
 
 
 class StateDescriptor:
@@ -108,3 +114,9 @@ class AggregatingStateDescriptor(StateDescriptor):
             if not callable(getattr(agg_function, m, None)):
                 raise TypeError(f"state '{name}': agg_function lacks {m}()")
         self.agg_function = agg_function
+
+
+def qualified_name(obj: Any) -> str:
+    """``module:qualname`` of ``obj``'s class (of ``obj`` itself when it is a function or class)."""
+    target = obj if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)) else type(obj)
+    return f"{target.__module__}:{target.__qualname__}"

@@ -31,6 +31,7 @@ from .errors import CheckpointError, CheckpointUnavailableError, CorruptCheckpoi
 from .inspect import (CheckpointInfo, EpochInfo, OperatorInfo, PartitionInfo, format_report, inspect_checkpoint,
                       main_inspect, read_state)
 from ..snapshots import LOGICAL, NATIVE
+from .job import JOB_PATH, JobChangeError, JobRecord, compare as compare_jobs
 from .manifest import FileEntry, Manifest, manifest_path, partition_dir, partition_name
 from .policy import CheckpointPolicy
 from .storage import RetryPolicy, Storage, StoredFile
@@ -39,7 +40,7 @@ from .transfer import SnapshotReader, SnapshotWriter
 
 __all__ = [
     "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointPolicy", "CheckpointStore",
-    "CheckpointUnavailableError", "Committed", "CorruptCheckpointError", "EpochInfo", "FileEntry", "LOGICAL",
+    "CheckpointUnavailableError", "JOB_PATH", "JobChangeError", "JobRecord", "compare_jobs", "Committed", "CorruptCheckpointError", "EpochInfo", "FileEntry", "LOGICAL",
     "Manifest", "NATIVE", "NoCheckpointError", "OperatorInfo", "PartitionInfo", "Restored", "RetryPolicy",
     "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile", "decode", "encode", "format_report",
     "inspect_checkpoint", "main_inspect", "manifest_path", "partition_dir", "partition_name", "read_state",

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .errors import CheckpointError, NoCheckpointError
+from .job import JobRecord
 from .manifest import Manifest, partition_name, shared_dir
 from .store import CheckpointStore
 
@@ -57,6 +58,8 @@ class OperatorInfo:
 class CheckpointInfo:
     location: str
     operators: list[OperatorInfo] = field(default_factory=list)
+    job: dict[str, Any] | None = None
+    """The description of the job that wrote the checkpoint (``JobRecord``), when one was recorded."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,7 +80,7 @@ def inspect_checkpoint(path: str) -> CheckpointInfo:
     store = CheckpointStore(path)
     if store.storage.fs.get_file_info(store.storage.root).type != pafs.FileType.Directory:
         raise NoCheckpointError(f"no checkpoint at {path}: the directory does not exist")
-    info = CheckpointInfo(path)
+    info = CheckpointInfo(path, job=JobRecord(path).read())
     for op in store.operators():
         parts = []
         for kgs in store.partitions(op):
@@ -102,6 +105,8 @@ def _size(n: int | None) -> str:
 def format_report(info: CheckpointInfo) -> str:
     """The human-readable report ``statekit inspect`` prints."""
     lines = [f"checkpoint {info.location}"]
+    if info.job is not None:
+        lines.append("job " + json.dumps(info.job, sort_keys=True))
     if not info.operators:
         lines.append("  (no operators committed)")
     for op in info.operators:

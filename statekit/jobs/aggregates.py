@@ -45,6 +45,10 @@ class RowAggregate(AggregateFunction):
     def __init__(self, aggs: list[tuple[str, int | None]]) -> None:
         self.aggs = aggs  # (kind, index of the column in the row)
 
+    def state_layout(self) -> Any:
+        """The accumulator is one slot per aggregate, in order: adding or removing one changes it."""
+        return {"class": "RowAggregate", "aggregates": [[kind, pos] for kind, pos in self.aggs]}
+
     def create_accumulator(self) -> list:
         return [0 if kind == "count" else ([0, 0] if kind == "avg" else None) for kind, _ in self.aggs]
 

@@ -16,6 +16,7 @@ time limit, so it publishes the same output over the same directories: no duplic
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import threading
@@ -24,12 +25,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from operator import itemgetter
 from time import perf_counter
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
 
-from ..checkpoint import CheckpointError
+from ..backend import SNAPSHOT_FORMAT
+from ..checkpoint import CheckpointError, JobRecord
 from ..config import StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
+from ..operators import KeyedOperator
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
 from .errors import InputError, StopRequested
@@ -44,6 +48,16 @@ DEFAULT_MAX_AHEAD = "7d"
 _TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
 """Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
 booleans are refused per row)."""
+
+
+_log = logging.getLogger("statekit")
+
+
+def _version() -> str:
+    try:
+        return version("statekit")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 @dataclass
@@ -80,13 +94,16 @@ class EpochRunner:
     """Runs epochs of one job on the driver; ``run`` is called per input batch and once for ``final``."""
 
     def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, log: EpochLog,
-                 max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None) -> None:
+                 max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None,
+                 job_changes: list[str] | None = None) -> None:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
         self.routing = routing_values(job.partitions)
         self.max_ahead_ms, self.max_ahead = max_ahead_ms, max_ahead
         self.log, self.progress = log, progress
         self.committed: list[dict[str, Any]] = []
+        self.job_changes = job_changes or []
+        """Changes of the job its checkpoint carries: reported in the metrics of this run's first epoch."""
         self.busy = threading.Lock()
         self.stop_requested = False
 
@@ -144,6 +161,7 @@ class EpochRunner:
             "fast_path_partitions": sum(1 for s in stats if s["fast_path"]),
             "workers": sorted({s["worker"] for s in stats}),
             "rescaled_from": last.partitions if last is not None and last.partitions != job.partitions else None,
+            "job_changes": [] if self.committed else self.job_changes,
             "seconds": round(perf_counter() - t0, 3),
         }
         sink.record_metrics(metrics)
@@ -241,8 +259,23 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                   to_arrow_schema(routed_schema(selected.schema)), to_arrow_schema(result_schema),
                   to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), sink,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None)
-    runner = EpochRunner(spark, job, delay_ms, selected.schema, EpochLog(checkpoint), max_ahead_ms,
-                         str(max_ahead), progress)
+    probe = operator_factory()  # the driver's copy: checked and described before anything runs
+    if not isinstance(probe, KeyedOperator):
+        raise TypeError(f"operator_factory {operator_factory!r} returned a {type(probe).__name__}, not a "
+                        f"statekit.operators.KeyedOperator (WindowOperator, KeyedProcessOperator or a subclass)")
+    fields = {f.name: f.dataType.simpleString() for f in selected.schema.fields}
+    description = {
+        "operator_id": operator_id, "operator": probe.describe(), "statekit": _version(),
+        "key": {"column": key, "type": fields[key]}, "time": {"column": time, "type": fields[time]},
+        "columns": [[c, fields[c]] for c in row_columns], "result_schema": result_schema.simpleString(),
+        "max_parallelism": state_config.max_parallelism, "backend": state_config.backend, "partitions": partitions,
+        "watermark_delay_ms": delay_ms, "max_ahead": str(max_ahead), "state_formats": {"snapshot": SNAPSHOT_FORMAT},
+    }
+    log = EpochLog(checkpoint)
+    changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
+    if changes:
+        _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
+    runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes)
     t0 = perf_counter()
     if mode == "batch":
         runner.run(selected)

@@ -60,10 +60,7 @@ def _local_config(job: JobPlan, kgs: range) -> StateConfig:
 
 
 def _open(job: JobPlan, backend: Any, metadata: list[dict]) -> Slot:
-    op = job.operator_factory()
-    if not isinstance(op, KeyedOperator):
-        raise TypeError(f"operator_factory {job.operator_factory!r} returned a {type(op).__name__}, not a "
-                        f"statekit.operators.KeyedOperator (WindowOperator, KeyedProcessOperator or a subclass)")
+    op = job.operator_factory()  # a KeyedOperator: run_keyed checked the driver's copy
     out = Output()
     op.open(backend, out)
     if metadata:
