@@ -11,7 +11,12 @@ from .errors import StateError
 
 def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="a file or a directory of files (read in name order)")
-    p.add_argument("--output", required=True, help="output directory (parquet part files per epoch)")
+    p.add_argument("--output", required=True,
+                   help="output: a directory of parquet part files per epoch, or with --output-format delta a Delta table")
+    p.add_argument("--output-format", choices=["parquet", "delta"], default="parquet",
+                   help="parquet (default) or delta: each epoch one Delta transaction, idempotent per epoch")
+    p.add_argument("--spark-checkpoint", default=None,
+                   help="Spark's own streaming checkpoint, anywhere Hadoop can write (default <checkpoint>/_spark)")
     p.add_argument("--key", required=True, help="key column")
     p.add_argument("--time", required=True, help="event-time column, integer milliseconds")
     p.add_argument("--gap", default="30s", help="session gap (30s, 5m, 1h30m, or ms)")
@@ -59,6 +64,7 @@ def run_sessionize(args: Any) -> int:
                              watermark_delay=args.watermark_delay, aggs=args.agg or ["count"], backend=args.backend,
                              checkpoint=args.checkpoint, partitions=args.partitions, fmt=args.fmt, mode=args.mode,
                              trigger=args.trigger, final=args.final, max_ahead=args.max_ahead,
+                             output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
                              progress=progress)
     records = summary.total("records_in")
     print(f"sessionize: {len(summary.epochs)} epochs, {records:,} records, {summary.total('results'):,} sessions, "
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(events=args.events, keys=args.keys, files=args.files, backend=args.backend,
                             directory=args.output, master=args.master)
-    except (StateError, ValueError) as e:
+    except (StateError, ValueError, ImportError) as e:
         print(f"statekit {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 2

@@ -34,7 +34,7 @@ from ..snapshots import LOGICAL, NATIVE
 from .job import JOB_PATH, JobChangeError, JobRecord, compare as compare_jobs
 from .manifest import FileEntry, Manifest, manifest_path, partition_dir, partition_name
 from .policy import CheckpointPolicy
-from .storage import RetryPolicy, Storage, StoredFile
+from .storage import RetryPolicy, Storage, StoredFile, pyarrow_uri
 from .store import CheckpointBase, CheckpointStore, Committed, Restored
 from .transfer import SnapshotReader, SnapshotWriter
 
@@ -42,6 +42,6 @@ __all__ = [
     "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointPolicy", "CheckpointStore",
     "CheckpointUnavailableError", "JOB_PATH", "JobChangeError", "JobRecord", "compare_jobs", "Committed", "CorruptCheckpointError", "EpochInfo", "FileEntry", "LOGICAL",
     "Manifest", "NATIVE", "NoCheckpointError", "OperatorInfo", "PartitionInfo", "Restored", "RetryPolicy",
-    "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile", "decode", "encode", "format_report",
+    "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile", "decode", "encode", "format_report", "pyarrow_uri",
     "inspect_checkpoint", "main_inspect", "manifest_path", "partition_dir", "partition_name", "read_state",
 ]

@@ -62,6 +62,20 @@ class RetryPolicy:
         return [min(self.backoff_ms * self.multiplier ** i, self.max_backoff_ms) for i in range(self.attempts - 1)]
 
 
+S3_ALIASES = ("s3a://", "s3n://")
+"""Hadoop's names for S3, which Spark users write out of habit: the same store as ``s3://``."""
+
+
+def pyarrow_uri(uri: str) -> str:
+    """``uri`` as pyarrow names its filesystem: ``s3a://`` and ``s3n://`` are ``s3://``. pyarrow's S3
+    filesystem takes its settings from the standard AWS variables (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ...)."""
+    for alias in S3_ALIASES:
+        if uri.startswith(alias):
+            return "s3://" + uri[len(alias):]
+    return uri
+
+
 class Storage:
     """Read, write, list and delete files below one root on a pyarrow filesystem."""
 
@@ -70,7 +84,7 @@ class Storage:
             raise CheckpointError(f"checkpoint location must be a non-empty path or URI, got {uri!r}")
         try:
             if "://" in uri:
-                fs, root = pafs.FileSystem.from_uri(uri)
+                fs, root = pafs.FileSystem.from_uri(pyarrow_uri(uri))
             else:
                 fs, root = pafs.LocalFileSystem(), os.path.abspath(uri)
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError... for bad URIs

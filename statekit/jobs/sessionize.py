@@ -17,6 +17,7 @@ from ..spark import RunSummary, run_keyed
 from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
+from ..spark.sinks import DeltaSink
 from .aggregates import RowAggregate, parse_aggs
 
 
@@ -46,9 +47,16 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                watermark_delay: int | str = 0, aggs: Iterable[str] = ("count",), backend: str | None = None,
                checkpoint: str | None = None, partitions: int | None = None, fmt: str | None = None,
                mode: str = "stream", trigger: str = "available-now", final: bool = False,
-               max_ahead: int | str | None = "default", progress: Callable[[dict], None] | None = None) -> RunSummary:
+               max_ahead: int | str | None = "default", output_format: str = "parquet",
+               spark_checkpoint: str | None = None, sink: Any = None,
+               progress: Callable[[dict], None] | None = None) -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
-    ``max_ahead`` as for ``run_keyed``."""
+    ``max_ahead``, ``spark_checkpoint`` and ``sink`` as for ``run_keyed``. ``output_format="delta"``: ``output`` is a
+    Delta table getting one transaction per epoch; the epochs' parquet files stay under ``<output>/_statekit``."""
+    if output_format not in ("parquet", "delta"):
+        raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
+    if output_format == "delta" and sink is not None:
+        raise ValueError("output_format='delta' is a sink already: pass one of them")
     gap_ms = to_millis(gap, "--gap")
     if gap_ms <= 0:
         raise ValueError(f"--gap must be positive, got {gap!r}")
@@ -63,8 +71,11 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
     out_schema = session_result_schema(schema, key, [(a.name, a.kind, a.column) for a in parsed])
     positions = tuple((a.kind, columns.index(a.column) if a.column else None) for a in parsed)
+    delta = output_format == "delta"
+    files = output.rstrip("/") + "/_statekit" if delta else output
     return run_keyed(df, key=key, time=time, columns=columns, operator_factory=SessionOperatorFactory(gap_ms, positions),
-                     result_schema=out_schema, output=output, checkpoint=checkpoint, watermark_delay=delay_ms,
-                     config={"backend": backend} if backend else None, partitions=partitions, mode=mode,
-                     final=final or mode == "batch", trigger=trigger, operator_id="sessionize", max_ahead=max_ahead,
-                     progress=progress)
+                     result_schema=out_schema, output=files, checkpoint=checkpoint or files + "/_checkpoint",
+                     watermark_delay=delay_ms, config={"backend": backend} if backend else None, partitions=partitions,
+                     mode=mode, final=final or mode == "batch", trigger=trigger, operator_id="sessionize",
+                     max_ahead=max_ahead, progress=progress, sink=DeltaSink(output) if delta else sink,
+                     spark_checkpoint=spark_checkpoint)

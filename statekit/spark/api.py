@@ -40,10 +40,11 @@ from .errors import InputError, StopRequested
 from .plan import EpochPlan, Fault, JobPlan
 from .records import ROUTE, Router, routed_schema, routing_values
 from .sink import OutputDir
+from .sinks import EpochSink, as_sink
 from .tasks import run_partition
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
-_JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead")
+_JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint")
 DEFAULT_MAX_AHEAD = "7d"
 _TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
 """Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
@@ -95,7 +96,8 @@ class EpochRunner:
 
     def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, log: EpochLog,
                  max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None,
-                 job_changes: list[str] | None = None) -> None:
+                 job_changes: list[str] | None = None, sink: EpochSink | None = None,
+                 result_struct: Any = None) -> None:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
         self.routing = routing_values(job.partitions)
@@ -103,6 +105,7 @@ class EpochRunner:
         self.log, self.progress = log, progress
         self.committed: list[dict[str, Any]] = []
         self.job_changes = job_changes or []
+        self.sink, self.result_struct = sink, result_struct
         """Changes of the job its checkpoint carries: reported in the metrics of this run's first epoch."""
         self.busy = threading.Lock()
         self.stop_requested = False
@@ -144,6 +147,9 @@ class EpochRunner:
         for tag, sub in (("r", ""), ("l", "_late/"), ("i", "_invalid/")):
             sink.publish(epoch, {s["partition"]: s["files"][tag] for s in stats if tag in s["files"]}, sub)
         sink.drop_staging(epoch)
+        if self.sink is not None:  # before the epoch commits: a replay writes the same rows again (foreachBatch)
+            rows = sink.read(epoch, job.result_schema).to_pandas()
+            self.sink.write(self.spark.createDataFrame(rows, schema=self.result_struct), epoch)
         seen = [s["max_ts"] for s in stats if s["max_ts"] is not None]
         if last is not None and last.max_ts is not None:
             seen.append(last.max_ts)
@@ -189,7 +195,9 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
               partitions: int | None = None, mode: str | None = None, final: bool = False,
               trigger: str = "available-now", trigger_interval: str = "5 seconds", operator_id: str = "operator",
               max_ahead: int | str | None = "default",
-              progress: Callable[[dict], None] | None = None) -> RunSummary:
+              progress: Callable[[dict], None] | None = None,
+              sink: EpochSink | Callable[[Any, int], None] | None = None,
+              spark_checkpoint: str | None = None) -> RunSummary:
     """Run the operator made by ``operator_factory`` over ``df`` keyed by ``key`` with event time ``time``
     (integer milliseconds), writing its results under ``output``; returns the epochs' metrics.
 
@@ -204,7 +212,11 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     checkpoint resumes after its last committed epoch. ``max_ahead`` (``"default"``: ``spark.statekit.max_ahead``,
     else 7 days; None or ``"none"``: no limit): records whose event time is further ahead of the
     driver's clock go to the invalid output, so that one bogus timestamp cannot move the watermark
-    past every open window."""
+    past every open window. ``sink``: an ``EpochSink`` or a function ``(results_df, epoch_id)`` called for
+    each epoch with foreachBatch's contract (a replayed epoch calls it again with the same id and rows).
+    ``spark_checkpoint``: where Spark's own streaming checkpoint goes (default ``spark.statekit.spark_checkpoint``,
+    else ``<checkpoint>/_spark``), anywhere Hadoop can write; ``checkpoint`` and ``output`` are local paths
+    or pyarrow URIs (``s3://``; ``s3a://`` and ``s3n://`` are the same store)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
 
@@ -253,11 +265,11 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     reason = StructField("reason", StringType(), True)
     invalid_schema = StructType(list(selected.schema.fields) + [reason])
     late_schema = StructType([selected.schema[c] for c in row_columns] + [reason])
-    sink = OutputDir(output)
+    files = OutputDir(output)
     job = JobPlan(operator_id, operator_factory, checkpoint, state_config.to_dict(), partitions,
                   state_config.max_parallelism, tuple(columns), tuple(row_columns),
                   to_arrow_schema(routed_schema(selected.schema)), to_arrow_schema(result_schema),
-                  to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), sink,
+                  to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), files,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None)
     probe = operator_factory()  # the driver's copy: checked and described before anything runs
     if not isinstance(probe, KeyedOperator):
@@ -271,23 +283,48 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         "max_parallelism": state_config.max_parallelism, "backend": state_config.backend, "partitions": partitions,
         "watermark_delay_ms": delay_ms, "max_ahead": str(max_ahead), "state_formats": {"snapshot": SNAPSHOT_FORMAT},
     }
+    spark_checkpoint = spark_checkpoint or settings.get("spark_checkpoint")
+    if mode == "stream":
+        spark_checkpoint = hadoop_checkpoint(spark, checkpoint, spark_checkpoint)
     log = EpochLog(checkpoint)
     changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
     if changes:
         _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
-    runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes)
+    epoch_sink = as_sink(sink)
+    runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
+                         epoch_sink, result_schema)
     t0 = perf_counter()
     if mode == "batch":
         runner.run(selected)
         runner.run(None, final=True)
     else:
-        _stream(selected, runner, checkpoint, trigger, trigger_interval)
+        _stream(selected, runner, spark_checkpoint, trigger, trigger_interval)
         if final:
             runner.run(None, final=True)
-    return RunSummary(sink.path, checkpoint, runner.committed, round(perf_counter() - t0, 3))
+    return RunSummary(files.path, checkpoint, runner.committed, round(perf_counter() - t0, 3))
 
 
-def _stream(df: Any, runner: EpochRunner, checkpoint: str, trigger: str, interval: str) -> None:
+def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None) -> str:
+    """Where Spark's own streaming checkpoint goes: ``spark_checkpoint``, else ``<checkpoint>/_spark``. It
+    goes through Hadoop's FileSystem (statekit's own files go through pyarrow): a location whose scheme
+    Hadoop has no connector for here is refused before anything runs, naming both ways out."""
+    location = spark_checkpoint or checkpoint.rstrip("/") + "/_spark"
+    if "://" not in location:
+        return os.path.abspath(location)
+    scheme = location.split("://", 1)[0]
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark.sparkContext._jsc.hadoopConfiguration())
+    except Exception:  # py4j wraps Hadoop's UnsupportedFileSystemException
+        raise InputError(
+            f"Spark's streaming checkpoint {location} goes through Hadoop's FileSystem, which has no connector for "
+            f"{scheme}:// in this Spark: pass --spark-checkpoint PATH (Spark conf spark.statekit.spark_checkpoint; "
+            f"a local or HDFS path, or s3a:// where the Hadoop S3 connector is installed), or add the Hadoop "
+            f"connector for {scheme}:// to the cluster; statekit's own state and output stay at {checkpoint}") from None
+    return location
+
+
+def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, interval: str) -> None:
     """Run a streaming query whose batches are epochs until the input is drained (available-now) or
     until Ctrl-C (continuous: the epoch in progress completes, then the query stops)."""
     errors: list[BaseException] = []
@@ -299,7 +336,7 @@ def _stream(df: Any, runner: EpochRunner, checkpoint: str, trigger: str, interva
             errors.append(e)
             raise
 
-    writer = df.writeStream.foreachBatch(batch).option("checkpointLocation", checkpoint.rstrip("/") + "/_spark")
+    writer = df.writeStream.foreachBatch(batch).option("checkpointLocation", spark_checkpoint)
     writer = writer.trigger(availableNow=True) if trigger == "available-now" else writer.trigger(processingTime=interval)
     query = writer.start()
     previous = None

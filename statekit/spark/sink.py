@@ -49,6 +49,15 @@ class OutputDir:
         for p, rel in sorted(files.items()):
             self.storage.move(rel, f"{target}/part-{p:05d}.parquet")
 
+    def read(self, epoch: int, schema: Any, sub: str = "") -> Any:
+        """The published rows of ``<sub>epoch=<epoch>`` as one Arrow table of ``schema``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        parts = [pq.read_table(pa.BufferReader(self.storage.read(f.path)), schema=schema)
+                 for f in self.storage.list_files(f"{sub}epoch={epoch}") if f.path.endswith(".parquet")]
+        return pa.concat_tables(parts) if parts else schema.empty_table()
+
     def drop_staging(self, epoch: int) -> None:
         """Forget what attempts of ``epoch`` staged (failed ones, or moved already)."""
         self.storage.delete_dir(f"{STAGING}/epoch={epoch}")
