@@ -1,7 +1,8 @@
 """Output: where an operator's results and side outputs are collected between drains.
 
-Everything collected is ``detached`` from state: a result that is (or holds) an accumulator is
-copied as it is emitted, so a later update of the window cannot change it."""
+Results are ``detached`` from state: a result that is (or holds) an accumulator is copied as it is
+emitted, so a later update of the window cannot change it. Side outputs carry the user's own input
+elements (late or invalid records), which state never holds, as they are."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class Output:
                 append((detached(v), timestamp))
 
     def side_output(self, tag: str, value: Any, timestamp: int | None) -> None:
-        self.side_outputs.setdefault(tag, []).append((detached(value), timestamp))
+        self.side_outputs.setdefault(tag, []).append((value, timestamp))  # the user's own elements, never state
 
     def drain(self) -> list[tuple[Any, int | None]]:
         """The records collected since the last drain."""

@@ -8,15 +8,31 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from statekit import ValueStateDescriptor
-from statekit.operators import (DynamicEventTimeSessionWindows, EventTimeSessionWindows, EventTimeTrigger, KeyedProcessFunction,
-                       KeyedProcessOperator, WindowOperator)
+from statekit.operators import (DynamicEventTimeSessionWindows, EventTimeSessionWindows, EventTimeTrigger,
+                                KeyedProcessOperator, WindowOperator)
 from tests.operators_support import CountWithTimer, KeyedWindowResult, ListAgg, fresh_stretch, make_harness, per_key, window_variants
 
 VARIANTS = window_variants()
 EPOCHS = st.lists(
     st.tuples(st.lists(st.tuples(st.integers(0, 3), st.integers(-25, 40)), max_size=25), st.integers(0, 30)),
     min_size=1, max_size=6)
+
+
+def fed(one, batch, epochs: list, n: int):
+    """Feed each epoch to ``one`` record by record and to ``batch`` as one batch: yields ``(records, None)``
+    after an epoch's records and ``(records, watermark)`` after its watermark."""
+    wm = fresh_stretch(one, batch)
+    ids = itertools.count()
+    for records, advance in epochs:
+        recs = [(f"e{n}k{k}", (f"e{n}k{k}", next(ids)), wm + dt) for k, dt in records]
+        for key, value, ts in recs:
+            one.process_element(key, value, ts)
+        batch.process_batch(recs)
+        yield recs, None
+        wm += advance
+        one.process_watermark(wm)
+        batch.process_watermark(wm)
+        yield recs, wm
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -30,19 +46,10 @@ def test_batch_equals_one_by_one(backend_name, tmp_path, variant):
               suppress_health_check=[HealthCheck.too_slow])
     @given(epochs=EPOCHS)
     def check(epochs):
-        n = next(examples)
-        wm = fresh_stretch(one, batch)
-        ids = itertools.count()
-        for records, advance in epochs:
-            recs = [(f"e{n}k{k}", (f"e{n}k{k}", next(ids)), wm + dt) for k, dt in records]
-            for key, value, ts in recs:
-                one.process_element(key, value, ts)
-            batch.process_batch(recs)
-            wm += advance
-            one.process_watermark(wm)
-            batch.process_watermark(wm)
-            assert per_key(batch.output()) == per_key(one.output())
-            assert per_key(batch.side_output("late")) == per_key(one.side_output("late"))
+        for _, wm in fed(one, batch, epochs, next(examples)):
+            if wm is not None:
+                assert per_key(batch.output()) == per_key(one.output())
+                assert per_key(batch.side_output("late")) == per_key(one.side_output("late"))
         one.process_watermark(wm + 500)
         batch.process_watermark(wm + 500)
         assert per_key(batch.output()) == per_key(one.output())
@@ -144,20 +151,12 @@ def test_batch_output_order_is_the_documented_one(backend_name, tmp_path, varian
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(epochs=EPOCHS)
     def check(epochs):
-        n = next(examples)
-        wm = fresh_stretch(one, batch)
-        ids = itertools.count()
-        for records, advance in epochs:
-            recs = [(f"e{n}k{k}", (f"e{n}k{k}", next(ids)), wm + dt) for k, dt in records]
-            for key, value, ts in recs:
-                one.process_element(key, value, ts)
-            batch.process_batch(recs)
-            order = [r[0] for r in recs]
-            assert batch.output() == _grouped_by_first_appearance(one.output(), order)
-            assert batch.side_output("late") == _grouped_by_first_appearance(one.side_output("late"), order)
-            wm += advance
-            one.process_watermark(wm)
-            batch.process_watermark(wm)
-            assert batch.output() == one.output()
+        for recs, wm in fed(one, batch, epochs, next(examples)):
+            if wm is None:
+                order = [r[0] for r in recs]
+                assert batch.output() == _grouped_by_first_appearance(one.output(), order)
+                assert batch.side_output("late") == _grouped_by_first_appearance(one.side_output("late"), order)
+            else:
+                assert batch.output() == one.output()
 
     check()

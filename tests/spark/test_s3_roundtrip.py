@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pyarrow.dataset as ds
 import pytest
 
 from statekit.checkpoint import inspect_checkpoint
@@ -18,14 +19,38 @@ from tests.spark_support import COLUMNS, clickstream, spark_sessions, write_inpu
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module")
-def s3_env():
-    import boto3
-    from moto.server import ThreadedMotoServer
+class S3Server:
+    """moto's S3 server on 127.0.0.1; ``stop``/``start`` keep its port and its data (moto's state lives in
+    this process), as an outage of the store and its recovery."""
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._make = ThreadedMotoServer
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        self.host, self.port = self.server.get_host_and_port()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def start(self) -> None:
+        self.server = self._make(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3_env(s3_server):
+    import boto3
+
+    host, port = s3_server.host, s3_server.port
     env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
            "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
     saved = {k: os.environ.get(k) for k in env}
@@ -37,7 +62,13 @@ def s3_env():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-    server.stop()
+
+
+def _s3fs(env):
+    import pyarrow.fs as pafs
+
+    return pafs.S3FileSystem(endpoint_override=env["AWS_ENDPOINT_URL"], scheme="http", access_key="test",
+                             secret_key="test", region="us-east-1")
 
 
 def _sessionize(inp, *extra):
@@ -48,9 +79,6 @@ def _sessionize(inp, *extra):
 
 
 def test_sessionize_on_s3_commit_restart_rescale(spark, tmp_path, s3_env):
-    import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
-
     clicks = clickstream(1200, 25, seed=41)
     staged = write_input(clicks, tmp_path / "staged", files=3)
     reference = spark_sessions(spark, staged)
@@ -63,8 +91,7 @@ def test_sessionize_on_s3_commit_restart_rescale(spark, tmp_path, s3_env):
         os.utime(inp / f.name, (time.time() + i, time.time() + i))
         r = _sessionize(inp, *where, "--partitions", str(partitions), *(["--final"] if i == 2 else []))
         assert r.returncode == 0, r.stderr[-3000:]
-    fs = pafs.S3FileSystem(endpoint_override=s3_env["AWS_ENDPOINT_URL"], scheme="http", access_key="test",
-                           secret_key="test", region="us-east-1")
+    fs = _s3fs(s3_env)
     table = ds.dataset("statekit/out", filesystem=fs, format="parquet", partitioning="hive",
                        exclude_invalid_files=True).to_table(columns=COLUMNS)
     assert sorted(tuple(r[c] for c in COLUMNS) for r in table.to_pylist()) == reference
@@ -78,3 +105,44 @@ def test_spark_checkpoint_on_s3_without_a_connector_is_refused_before_anything_r
     r = _sessionize(tmp_path / "in", "--output", "s3://statekit/other", "--checkpoint", "s3://statekit/other-ckpt")
     assert r.returncode == 2, r.stderr[-3000:]
     assert "--spark-checkpoint" in r.stderr and "Hadoop" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_outage_mid_run_loses_and_duplicates_nothing(spark, tmp_path, s3_env, s3_server):
+    """The store goes away while a run commits its epochs (uploads fail, the run fails); after it is back, a
+    rerun finishes: every session exactly once."""
+    import boto3
+
+    clicks = clickstream(1500, 25, seed=43)
+    staged = write_input(clicks, tmp_path / "staged", files=4)
+    reference = spark_sessions(spark, staged)
+    inp = tmp_path / "in"
+    inp.mkdir()
+    files = sorted(staged.iterdir())
+    where = ["--output", "s3://statekit/outage", "--checkpoint", "s3://statekit/outage-ckpt",
+             "--spark-checkpoint", str(tmp_path / "spark-ckpt"), "--backend", "heap", "--partitions", "2"]
+    for i, f in enumerate(files):
+        shutil.copy(f, inp / f.name)
+        os.utime(inp / f.name, (time.time() + i, time.time() + i))
+    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--key", "user_id", "--time",
+            "ts_ms", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count",
+            "--master", "local[2]", "--trigger", "available-now", "--conf", "spark.ui.enabled=false", *where]
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    s3 = boto3.client("s3")
+    deadline = time.time() + 240
+    while time.time() < deadline and run.poll() is None:  # the first epoch is committed: the store goes away
+        keys = s3.list_objects_v2(Bucket="statekit", Prefix="outage-ckpt/_driver/").get("Contents", [])
+        if any(k["Key"].endswith("epoch=0.json") for k in keys):
+            break
+        time.sleep(0.05)
+    s3_server.stop()
+    try:
+        _, err = run.communicate(timeout=300)
+    finally:
+        s3_server.start()
+    assert run.returncode != 0, f"the run must fail while the store is away: {err[-2000:]}"
+    r = _sessionize(inp, *where, "--final")
+    assert r.returncode == 0, r.stderr[-3000:]
+    fs = _s3fs(s3_env)
+    table = ds.dataset("statekit/outage", filesystem=fs, format="parquet", partitioning="hive",
+                       exclude_invalid_files=True).to_table(columns=COLUMNS)
+    assert sorted(tuple(r[c] for c in COLUMNS) for r in table.to_pylist()) == reference
