@@ -97,7 +97,7 @@ class EpochRunner:
     def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, log: EpochLog,
                  max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None,
                  job_changes: list[str] | None = None, sink: EpochSink | None = None,
-                 result_struct: Any = None) -> None:
+                 structs: tuple[Any, Any, Any] = (None, None, None)) -> None:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
         self.routing = routing_values(job.partitions)
@@ -105,7 +105,9 @@ class EpochRunner:
         self.log, self.progress = log, progress
         self.committed: list[dict[str, Any]] = []
         self.job_changes = job_changes or []
-        self.sink, self.result_struct = sink, result_struct
+        self.sink = sink
+        self.result_struct, self.late_struct, self.invalid_struct = structs
+        """Spark schemas of the results and the side outputs, for the DataFrames the sink gets."""
         """Changes of the job its checkpoint carries: reported in the metrics of this run's first epoch."""
         self.busy = threading.Lock()
         self.stop_requested = False
@@ -148,6 +150,10 @@ class EpochRunner:
             sink.publish(epoch, {s["partition"]: s["files"][tag] for s in stats if tag in s["files"]}, sub)
         sink.drop_staging(epoch)
         if self.sink is not None:  # before the epoch commits: a replay writes the same rows again (foreachBatch)
+            for tag, sub, schema, struct in (("late", "_late/", job.late_schema, self.late_struct),
+                                             ("invalid", "_invalid/", job.invalid_schema, self.invalid_struct)):
+                side = sink.read(epoch, schema, sub).to_pandas()
+                self.sink.write_side(tag, self.spark.createDataFrame(side, schema=struct), epoch)
             rows = sink.read(epoch, job.result_schema).to_pandas()
             self.sink.write(self.spark.createDataFrame(rows, schema=self.result_struct), epoch)
         seen = [s["max_ts"] for s in stats if s["max_ts"] is not None]
@@ -292,7 +298,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
     epoch_sink = as_sink(sink)
     runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
-                         epoch_sink, result_schema)
+                         epoch_sink, (result_schema, late_schema, invalid_schema))
     t0 = perf_counter()
     if mode == "batch":
         runner.run(selected)

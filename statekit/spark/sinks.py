@@ -17,21 +17,32 @@ DELTA_APP_ID = "statekit"
 
 
 class EpochSink(ABC):
-    """Receives each committed epoch's results as a Spark DataFrame."""
+    """Receives each committed epoch's results (and, if it wants them, its side outputs) as Spark DataFrames."""
 
     @abstractmethod
     def write(self, results: Any, epoch_id: int) -> None:
         """Write one epoch's results; may be called again for the same epoch (then with the same rows)."""
 
+    def write_side(self, tag: str, rows: Any, epoch_id: int) -> None:
+        """One epoch's side output ``tag`` (``late`` or ``invalid``: the input columns and a ``reason``),
+        called before ``write`` of the same epoch, with the same contract. Default: not wanted (the
+        rows stay under the output directory's ``_late/`` and ``_invalid/``)."""
+
 
 class FunctionSink(EpochSink):
-    """A plain ``function(results_df, epoch_id)``, as for ``foreachBatch``."""
+    """A plain ``function(results_df, epoch_id)``, as for ``foreachBatch``; ``side``, if given, is called as
+    ``side(tag, rows_df, epoch_id)`` for the side outputs."""
 
-    def __init__(self, function: Callable[[Any, int], None]) -> None:
-        self.function = function
+    def __init__(self, function: Callable[[Any, int], None],
+                 side: Callable[[str, Any, int], None] | None = None) -> None:
+        self.function, self.side = function, side
 
     def write(self, results: Any, epoch_id: int) -> None:
         self.function(results, epoch_id)
+
+    def write_side(self, tag: str, rows: Any, epoch_id: int) -> None:
+        if self.side is not None:
+            self.side(tag, rows, epoch_id)
 
 
 class DeltaSink(EpochSink):

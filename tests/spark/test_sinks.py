@@ -107,3 +107,29 @@ def test_output_format_delta_from_the_cli(spark, tmp_path, staged):
     assert main(argv) == 0  # a rerun on the same checkpoint adds nothing
     rows = DeltaTable(str(out)).to_pandas()[COLUMNS]
     assert sorted(map(tuple, rows.itertuples(index=False))) == [tuple(r) for r in reference]
+
+
+def test_side_outputs_reach_the_sink(spark, tmp_path):
+    from statekit.operators import EventTimeSessionWindows, WindowOperator
+    from statekit.spark import FunctionSink, run_keyed
+    from statekit.testing.contract import SumCount
+
+    class ValueSum(SumCount):
+        def add(self, row, acc):
+            return super().add(row[0], acc)
+
+    got: dict = {"results": [], "invalid": [], "late": []}
+
+    def results(df, epoch_id):
+        got["results"] += [tuple(r) + (epoch_id,) for r in df.collect()]
+
+    def side(tag, df, epoch_id):
+        got[tag] += [(r["k"], r["reason"], epoch_id) for r in df.collect()]
+
+    rows = [("a", 1_000, 5), (None, 2_000, 1), ("a", 2_000, 7), ("b", 3_000, 1)]
+    df = spark.createDataFrame(rows, "k STRING, ts BIGINT, value BIGINT")
+    run_keyed(df, key="k", time="ts", columns=["value"], output=str(tmp_path / "out"), partitions=1,
+              operator_factory=lambda: WindowOperator(EventTimeSessionWindows.with_gap(100), function=ValueSum()),
+              result_schema="total BIGINT, n BIGINT", sink=FunctionSink(results, side))
+    assert sorted(got["results"]) == [(1, 1, 1), (5, 1, 1), (7, 1, 1)]  # fired by the final epoch (1)
+    assert got["invalid"] == [(None, "null key", 0)] and got["late"] == []
