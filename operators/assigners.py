@@ -80,8 +80,9 @@ class TumblingEventTimeWindows(WindowAssigner):
         return f"{type(self).__name__}({self.size}, offset={self.offset})"
 
 
-class TumblingProcessingTimeWindows(TumblingEventTimeWindows):
-    """Tumbling windows over the operator's processing time when the element arrives."""
+class _OnProcessingTime:
+    """Turns an event-time assigner with ``_windows(ts)`` into its processing-time twin: windows of the
+    operator's processing time when the element arrives, fired by a ProcessingTimeTrigger."""
 
     def assign_windows(self, element, timestamp, context):
         return self._windows(context.get_current_processing_time())
@@ -91,6 +92,10 @@ class TumblingProcessingTimeWindows(TumblingEventTimeWindows):
 
     def is_event_time(self) -> bool:
         return False
+
+
+class TumblingProcessingTimeWindows(_OnProcessingTime, TumblingEventTimeWindows):
+    """Tumbling windows over the operator's processing time when the element arrives."""
 
 
 class SlidingEventTimeWindows(WindowAssigner):
@@ -131,17 +136,8 @@ class SlidingEventTimeWindows(WindowAssigner):
         return f"{type(self).__name__}({self.size}, {self.slide}, offset={self.offset})"
 
 
-class SlidingProcessingTimeWindows(SlidingEventTimeWindows):
+class SlidingProcessingTimeWindows(_OnProcessingTime, SlidingEventTimeWindows):
     """Sliding windows over the operator's processing time when the element arrives."""
-
-    def assign_windows(self, element, timestamp, context):
-        return self._windows(context.get_current_processing_time())
-
-    def get_default_trigger(self) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
 
 
 class _SessionWindows(MergingWindowAssigner):

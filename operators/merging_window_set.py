@@ -32,7 +32,7 @@ class MergingWindowSet:
         self._assigner = assigner
         self._state = state
         self._direct = assigner.merges_intersecting_time_windows
-        stored = state.value()
+        stored = state.get_internal()
         if not stored:
             self.mapping: dict = {}
         elif self._direct:
@@ -58,9 +58,9 @@ class MergingWindowSet:
             if not mapping:
                 self._state.clear()
             elif self._direct:
-                self._state.update([t for w, sw in sorted(mapping.items()) for t in (w[0], w[1], sw[0], sw[1])])
+                self._state.update_internal([t for w, sw in sorted(mapping.items()) for t in (w[0], w[1], sw[0], sw[1])])
             else:
-                self._state.update(dict(mapping))
+                self._state.update_internal(dict(mapping))
             self.initial = dict(mapping)
 
     def add_window(self, new_window: Any, merge_function: MergeFunction) -> Any:

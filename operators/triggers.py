@@ -264,121 +264,110 @@ def _java_rem(a: int, b: int) -> int:
     return -r if a < 0 else r
 
 
-class ContinuousEventTimeTrigger(Trigger):
-    """Fires every ``interval`` of event time (aligned to multiples of it) and at the window's end."""
+class _ContinuousTrigger(Trigger):
+    """Fires every ``interval`` of one time domain (aligned to multiples of it): the next firing time is
+    kept in a reducing (min) state so merged windows keep the earliest; the domain's timer is registered
+    and deleted through ``_register``/``_delete``."""
 
     def __init__(self, interval: int) -> None:
         if interval <= 0:
-            raise ValueError(f"ContinuousEventTimeTrigger needs a positive interval, got {interval}")
+            raise ValueError(f"{type(self).__name__} needs a positive interval, got {interval}")
         self.interval = interval
         self.state_descriptor = ReducingStateDescriptor("fire-time", min)
 
-    @staticmethod
-    def of(interval: int | timedelta | str) -> "ContinuousEventTimeTrigger":
-        return ContinuousEventTimeTrigger(to_millis(interval, "interval"))
+    @classmethod
+    def of(cls, interval: int | timedelta | str):
+        return cls(to_millis(interval, "interval"))
+
+    @abstractmethod
+    def _register(self, ctx, time: int) -> None: ...
+
+    @abstractmethod
+    def _delete(self, ctx, time: int) -> None: ...
 
     def _register_next(self, time: int, window, ctx, fire_state) -> None:
         nxt = min(time + self.interval, window.max_timestamp())
         fire_state.add(nxt)
-        ctx.register_event_time_timer(nxt)
+        self._register(ctx, nxt)
+
+    def _fire_if_due(self, time: int, window, ctx):
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        if fire_state.get() == time:
+            fire_state.clear()
+            self._register_next(time, window, ctx, fire_state)
+            return FIRE
+        return CONTINUE
+
+    def _start(self, now: int, window, ctx) -> None:
+        """Register the first firing time (aligned below ``now``) unless one is registered."""
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        if fire_state.get() is None:
+            self._register_next(now - _java_rem(now, self.interval), window, ctx, fire_state)
+
+    def clear(self, window, ctx):
+        fire_state = ctx.get_partitioned_state(self.state_descriptor)
+        ts = fire_state.get()
+        if ts is not None:
+            self._delete(ctx, ts)
+            fire_state.clear()
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        ctx.merge_partitioned_state(self.state_descriptor)
+        nxt = ctx.get_partitioned_state(self.state_descriptor).get()
+        if nxt is not None:
+            self._register(ctx, nxt)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.interval})"
+
+
+class ContinuousEventTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of event time (aligned to multiples of it) and at the window's end."""
+
+    def _register(self, ctx, time: int) -> None:
+        ctx.register_event_time_timer(time)
+
+    def _delete(self, ctx, time: int) -> None:
+        ctx.delete_event_time_timer(time)
 
     def on_element(self, element, timestamp, window, ctx):
         max_ts = window.max_timestamp()
         if max_ts <= ctx.get_current_watermark():
             return FIRE
         ctx.register_event_time_timer(max_ts)
-        fire_state = ctx.get_partitioned_state(self.state_descriptor)
-        if fire_state.get() is None:
-            self._register_next(timestamp - _java_rem(timestamp, self.interval), window, ctx, fire_state)
+        self._start(timestamp, window, ctx)
         return CONTINUE
 
     def on_event_time(self, time, window, ctx):
         if time == window.max_timestamp():
             return FIRE
-        fire_state = ctx.get_partitioned_state(self.state_descriptor)
-        if fire_state.get() == time:
-            fire_state.clear()
-            self._register_next(time, window, ctx, fire_state)
-            return FIRE
-        return CONTINUE
+        return self._fire_if_due(time, window, ctx)
 
     def on_processing_time(self, time, window, ctx):
         return CONTINUE
 
-    def clear(self, window, ctx):
-        fire_state = ctx.get_partitioned_state(self.state_descriptor)
-        ts = fire_state.get()
-        if ts is not None:
-            ctx.delete_event_time_timer(ts)
-            fire_state.clear()
 
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx):
-        ctx.merge_partitioned_state(self.state_descriptor)
-        nxt = ctx.get_partitioned_state(self.state_descriptor).get()
-        if nxt is not None:
-            ctx.register_event_time_timer(nxt)
-
-    def __repr__(self) -> str:
-        return f"ContinuousEventTimeTrigger({self.interval})"
-
-
-class ContinuousProcessingTimeTrigger(Trigger):
+class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
     """Fires every ``interval`` of processing time (aligned to multiples of it) while the window lives."""
 
-    def __init__(self, interval: int) -> None:
-        if interval <= 0:
-            raise ValueError(f"ContinuousProcessingTimeTrigger needs a positive interval, got {interval}")
-        self.interval = interval
-        self.state_descriptor = ReducingStateDescriptor("fire-time", min)
+    def _register(self, ctx, time: int) -> None:
+        ctx.register_processing_time_timer(time)
 
-    @staticmethod
-    def of(interval: int | timedelta | str) -> "ContinuousProcessingTimeTrigger":
-        return ContinuousProcessingTimeTrigger(to_millis(interval, "interval"))
-
-    def _register_next(self, time: int, window, ctx, fire_state) -> None:
-        nxt = min(time + self.interval, window.max_timestamp())
-        fire_state.add(nxt)
-        ctx.register_processing_time_timer(nxt)
+    def _delete(self, ctx, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
 
     def on_element(self, element, timestamp, window, ctx):
-        fire_state = ctx.get_partitioned_state(self.state_descriptor)
-        if fire_state.get() is None:
-            now = ctx.get_current_processing_time()
-            self._register_next(now - _java_rem(now, self.interval), window, ctx, fire_state)
+        self._start(ctx.get_current_processing_time(), window, ctx)
         return CONTINUE
 
     def on_event_time(self, time, window, ctx):
         return CONTINUE
 
     def on_processing_time(self, time, window, ctx):
-        fire_state = ctx.get_partitioned_state(self.state_descriptor)
-        if fire_state.get() == time:
-            fire_state.clear()
-            self._register_next(time, window, ctx, fire_state)
-            return FIRE
-        return CONTINUE
-
-    def clear(self, window, ctx):
-        fire_state = ctx.get_partitioned_state(self.state_descriptor)
-        ts = fire_state.get()
-        if ts is not None:
-            ctx.delete_processing_time_timer(ts)
-            fire_state.clear()
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx):
-        ctx.merge_partitioned_state(self.state_descriptor)
-        nxt = ctx.get_partitioned_state(self.state_descriptor).get()
-        if nxt is not None:
-            ctx.register_processing_time_timer(nxt)
-
-    def __repr__(self) -> str:
-        return f"ContinuousProcessingTimeTrigger({self.interval})"
+        return self._fire_if_due(time, window, ctx)
 
 
 class NeverTrigger(Trigger):

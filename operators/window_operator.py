@@ -519,7 +519,7 @@ class WindowOperator(KeyedOperator):
         acc = self._accs.get(state_window, _ABSENT)
         if acc is _ABSENT and state_window not in self._accs:
             self._scope(state_window)
-            stored = self._contents.value()
+            stored = self._contents.get_internal()
             acc = _ABSENT if stored is None else stored
             self._accs[state_window] = acc
         return acc
@@ -554,7 +554,7 @@ class WindowOperator(KeyedOperator):
             if acc is _ABSENT:
                 contents.clear()
             else:
-                contents.update(acc)
+                contents.update_internal(acc)
         self._dirty.clear()
         accs.clear()
 

@@ -119,13 +119,23 @@ class AggregatingState(MergingState):
 
 
 class InternalKvState(ABC):
-    """What operators (not users) do with a state: choose the namespace later calls work in."""
+    """What operators (not users) do with a state: choose the namespace later calls work in, and
+    read or write the stored value itself (Flink's ``getInternal``/``updateInternal``)."""
 
     __slots__ = ()
 
     @abstractmethod
     def set_current_namespace(self, namespace: Any) -> None:
         """Scope later calls to ``namespace`` (any msgpack-able, hashable value)."""
+
+    def get_internal(self) -> Any:
+        """The stored value as it is, not detached: for an operator's own bookkeeping, which never hands it
+        to users (a value state's value, a reducing state's value, an aggregating state's accumulator)."""
+        raise TypeError(f"{type(self).__name__} has no single internal value")
+
+    def update_internal(self, value: Any) -> None:
+        """Store ``value`` as it is (the caller gives up the object); None clears."""
+        raise TypeError(f"{type(self).__name__} has no single internal value")
 
 
 class InternalMergingState(InternalKvState):

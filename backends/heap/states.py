@@ -75,7 +75,7 @@ class HeapState(InternalKeyedState, InternalKvState):
         except Exception as e:
             raise SerializationError(f"state '{self._name}': cannot serialize value of type "
                                      f"{type(value).__name__}: {e}") from None
-        return detached(value)
+        return value
 
     # -- TTL -----------------------------------------------------------------------------------
     def _accessed(self) -> None:
@@ -189,24 +189,30 @@ class HeapValueState(HeapState, ValueState):
         super().__init__(backend, descriptor, validate)
         self._default = descriptor.default
 
-    def value(self) -> Any:
+    def get_internal(self) -> Any:
         if self._ttl is None:
-            return detached(self._table.get(self._ck, self._default))
+            return self._table.get(self._ck, self._default)
         self._accessed()
         ck = self._ck
         cell = self._table.get(ck)
         if cell is None:
-            return detached(self._default)
+            return self._default
         visible, value = self._live(ck, cell)
-        return detached(value if visible else self._default)
+        return value if visible else self._default
+
+    def value(self) -> Any:
+        return detached(self.get_internal())
 
     def update(self, value: Any) -> None:
+        self.update_internal(detached(value))
+
+    def update_internal(self, value: Any) -> None:
         if value is None:
             self.clear()
             return
         t = type(value)
         if t not in self._trusted or (t is int and not _INT_MIN <= value <= _INT_MAX):
-            value = self._validated(value)
+            self._validated(value)
         ck = self._ck
         if self._ttl is None:
             self._table[ck] = value
@@ -261,7 +267,7 @@ class HeapListState(HeapMergingState, ListState):
     def add(self, value: Any) -> None:
         t = type(value)
         if t not in self._trusted or (t is int and not _INT_MIN <= value <= _INT_MAX):
-            value = self._validated(value)
+            value = detached(self._validated(value))
         ck = self._ck
         if self._ttl is None:
             elem = value
@@ -277,7 +283,7 @@ class HeapListState(HeapMergingState, ListState):
 
     def _elements(self, values: Iterable[Any]) -> list:
         """``values`` as stored elements: all validated first (a failed write changes nothing), stamped with TTL."""
-        values = [self._validated(v) for v in values]
+        values = [detached(self._validated(v)) for v in values]
         if self._ttl is not None:
             self._accessed()
             now = self._clock()
@@ -378,13 +384,13 @@ class HeapMapState(HeapState, MapState):
 
     def put(self, key: Any, value: Any) -> None:
         self._check_user_key(key)
-        self._store({key: self._validated(value)})
+        self._store({key: detached(self._validated(value))})
 
     def put_all(self, mapping: dict) -> None:
         mapping = dict(mapping)
         for k, v in mapping.items():
             self._check_user_key(k)
-            mapping[k] = self._validated(v)
+            mapping[k] = detached(self._validated(v))
         if mapping:
             self._store(mapping)
 
@@ -485,12 +491,12 @@ class HeapReducingState(HeapMergingState, ReducingState):
             new = value if cell is _MISSING else self._reduce(cell, value)
             t = type(new)
             if t not in self._trusted or (t is int and not _INT_MIN <= new <= _INT_MAX):
-                new = self._validated(new)
+                new = detached(self._validated(new))
             table[ck] = new
         else:
             current = self.get()
             new = value if current is None else self._reduce(current, value)
-            table[ck] = (self._validated(new), self._clock())
+            table[ck] = (detached(self._validated(new)), self._clock())
         self._dirty.add(ck)
 
 

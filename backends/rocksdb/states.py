@@ -364,23 +364,29 @@ class RocksDBValueState(RocksDBCellState, ValueState):
         super().__init__(backend, descriptor, family, write_buffer)
         self._default = descriptor.default
 
-    def value(self) -> Any:
+    def get_internal(self) -> Any:
         ck = self._ck
         if self._ttl is not None:
             self._accessed()
             cell = self._cell(ck)
             if cell is _ABSENT:
-                return detached(self._default)
+                return self._default
             visible, value = self._live(ck, cell)
-            return detached(value if visible else self._default)
+            return value if visible else self._default
         cell = self._ov.get(ck, _MISS)
         if cell is _MISS:
             cell = self._cache.hit(ck, _MISS)
             if cell is _MISS:
                 cell = self._cell(ck)
-        return detached(self._default if cell is _ABSENT else cell)
+        return self._default if cell is _ABSENT else cell
+
+    def value(self) -> Any:
+        return detached(self.get_internal())
 
     def update(self, value: Any) -> None:
+        self.update_internal(detached(value))  # the overlay and the read cache never share the caller's object
+
+    def update_internal(self, value: Any) -> None:
         if value is None:
             self.clear()
             return
@@ -388,7 +394,6 @@ class RocksDBValueState(RocksDBCellState, ValueState):
             self._check(value)
         except Exception as e:
             self._fail(value, e)
-        value = detached(value)  # the overlay and the read cache never share the caller's object
         if self._ttl is None:
             ov = self._ov
             ov[self._ck] = value

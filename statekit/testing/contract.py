@@ -1455,3 +1455,14 @@ def test_values_read_or_written_never_alias_stored_state(backend, ttl_on):
     result = agg.get()
     agg.add(2)
     assert result == [1] and agg.get() == [1, 2]
+
+
+def test_internal_access_hands_the_stored_value_itself(backend):
+    """Operators' bookkeeping (Flink's getInternal/updateInternal) skips the copies users get."""
+    backend.set_current_key("k")
+    st = backend.get_state(ValueStateDescriptor("internal"))
+    acc = [1, 2]
+    st.update_internal(acc)
+    assert st.get_internal() is acc and st.value() == acc and st.value() is not acc
+    st.update_internal(None)
+    assert st.get_internal() is None
