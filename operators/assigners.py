@@ -50,7 +50,30 @@ def _event_timestamp(timestamp: int | None, assigner: WindowAssigner) -> int:
     return timestamp
 
 
-class TumblingEventTimeWindows(WindowAssigner):
+class _OnEventTime:
+    """An assigner over event time: the element's timestamp, fired by an EventTimeTrigger."""
+
+    def _time(self, timestamp: int | None, context: Any) -> int:
+        return _event_timestamp(timestamp, self)
+
+    def get_default_trigger(self) -> Trigger:
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class _FixedWindows(_OnEventTime, WindowAssigner):
+    """Windows computed from one time alone (``_windows(ts)``), not merged."""
+
+    @abstractmethod
+    def _windows(self, ts: int) -> list[TimeWindow]: ...
+
+    def assign_windows(self, element, timestamp, context):
+        return self._windows(self._time(timestamp, context))
+
+
+class TumblingEventTimeWindows(_FixedWindows):
     """Fixed-size, non-overlapping event-time windows: ``start = ts - (ts - offset) mod size``."""
 
     def __init__(self, size: int, offset: int = 0) -> None:
@@ -67,25 +90,16 @@ class TumblingEventTimeWindows(WindowAssigner):
         start = ts - (ts - self.offset) % self.size
         return [TimeWindow(start, start + self.size)]
 
-    def assign_windows(self, element, timestamp, context):
-        return self._windows(_event_timestamp(timestamp, self))
-
-    def get_default_trigger(self) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.size}, offset={self.offset})"
 
 
 class _OnProcessingTime:
-    """Turns an event-time assigner with ``_windows(ts)`` into its processing-time twin: windows of the
-    operator's processing time when the element arrives, fired by a ProcessingTimeTrigger."""
+    """Turns an event-time assigner (which reads time through ``_time``) into its processing-time twin:
+    windows of the operator's processing time when the element arrives, fired by a ProcessingTimeTrigger."""
 
-    def assign_windows(self, element, timestamp, context):
-        return self._windows(context.get_current_processing_time())
+    def _time(self, timestamp: int | None, context: Any) -> int:
+        return context.get_current_processing_time()
 
     def get_default_trigger(self) -> Trigger:
         return ProcessingTimeTrigger()
@@ -98,7 +112,7 @@ class TumblingProcessingTimeWindows(_OnProcessingTime, TumblingEventTimeWindows)
     """Tumbling windows over the operator's processing time when the element arrives."""
 
 
-class SlidingEventTimeWindows(WindowAssigner):
+class SlidingEventTimeWindows(_FixedWindows):
     """Windows of ``size`` every ``slide``; an element is in every window that overlaps it (latest first)."""
 
     def __init__(self, size: int, slide: int, offset: int = 0) -> None:
@@ -123,15 +137,6 @@ class SlidingEventTimeWindows(WindowAssigner):
             start -= slide
         return out
 
-    def assign_windows(self, element, timestamp, context):
-        return self._windows(_event_timestamp(timestamp, self))
-
-    def get_default_trigger(self) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.size}, {self.slide}, offset={self.offset})"
 
@@ -140,7 +145,7 @@ class SlidingProcessingTimeWindows(_OnProcessingTime, SlidingEventTimeWindows):
     """Sliding windows over the operator's processing time when the element arrives."""
 
 
-class _SessionWindows(MergingWindowAssigner):
+class _SessionWindows(_OnEventTime, MergingWindowAssigner):
     """Session windows: each element opens [t, t + gap); intersecting (or touching) windows merge."""
 
     merges_intersecting_time_windows = True
@@ -148,14 +153,6 @@ class _SessionWindows(MergingWindowAssigner):
     def merge_windows(self, windows, callback):
         TimeWindow.merge_windows(windows, callback)
 
-    def _time(self, timestamp: int | None, context: Any) -> int:
-        return _event_timestamp(timestamp, self)
-
-    def get_default_trigger(self) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
 
 
 class EventTimeSessionWindows(_SessionWindows):
@@ -197,30 +194,12 @@ class DynamicEventTimeSessionWindows(_SessionWindows):
         return [TimeWindow(t, t + gap)]
 
 
-class ProcessingTimeSessionWindows(EventTimeSessionWindows):
+class ProcessingTimeSessionWindows(_OnProcessingTime, EventTimeSessionWindows):
     """Processing-time sessions with a fixed gap."""
 
-    def _time(self, timestamp, context):
-        return context.get_current_processing_time()
 
-    def get_default_trigger(self) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
-
-
-class DynamicProcessingTimeSessionWindows(DynamicEventTimeSessionWindows):
+class DynamicProcessingTimeSessionWindows(_OnProcessingTime, DynamicEventTimeSessionWindows):
     """Processing-time sessions whose gap comes from each element."""
-
-    def _time(self, timestamp, context):
-        return context.get_current_processing_time()
-
-    def get_default_trigger(self) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
 
 
 class GlobalWindows(WindowAssigner):

@@ -107,10 +107,69 @@ class Trigger(ABC):
         """Remove the trigger's state and timers for ``window``."""
 
 
-class EventTimeTrigger(Trigger):
-    """Fires once the watermark passes the window's end (immediately for late-but-allowed elements)."""
+class _EventTimeDomain:
+    """A trigger's timers in event time: the watermark is its clock."""
+
+    def _now(self, ctx) -> int:
+        return ctx.get_current_watermark()
+
+    def _register(self, ctx, time: int) -> None:
+        ctx.register_event_time_timer(time)
+
+    def _delete(self, ctx, time: int) -> None:
+        ctx.delete_event_time_timer(time)
+
+
+class _ProcessingTimeDomain:
+    """A trigger's timers in processing time."""
+
+    def _now(self, ctx) -> int:
+        return ctx.get_current_processing_time()
+
+    def _register(self, ctx, time: int) -> None:
+        ctx.register_processing_time_timer(time)
+
+    def _delete(self, ctx, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
+
+
+class _WindowEndTrigger(Trigger):
+    """Fires when its time domain reaches the window's end (``max_timestamp``); the timer at that end is
+    registered, merged and deleted through ``_now``/``_register``/``_delete`` of the domain."""
 
     timers_follow_window = True
+
+    @abstractmethod
+    def _now(self, ctx) -> int: ...
+
+    @abstractmethod
+    def _register(self, ctx, time: int) -> None: ...
+
+    @abstractmethod
+    def _delete(self, ctx, time: int) -> None: ...
+
+    def clear(self, window, ctx):
+        self._delete(ctx, window.max_timestamp())
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):
+        # a merged window whose end already passed fires through on_element (event time)
+        max_ts = window.max_timestamp()
+        if max_ts > self._now(ctx):
+            self._register(ctx, max_ts)
+
+    @classmethod
+    def create(cls):
+        return cls()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class EventTimeTrigger(_EventTimeDomain, _WindowEndTrigger):
+    """Fires once the watermark passes the window's end (immediately for late-but-allowed elements)."""
 
     def on_element(self, element, timestamp, window, ctx):
         max_ts = window.max_timestamp()
@@ -125,30 +184,9 @@ class EventTimeTrigger(Trigger):
     def on_processing_time(self, time, window, ctx):
         return CONTINUE
 
-    def clear(self, window, ctx):
-        ctx.delete_event_time_timer(window.max_timestamp())
 
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx):
-        # a merged window whose end already passed the watermark fires through on_element
-        max_ts = window.max_timestamp()
-        if max_ts > ctx.get_current_watermark():
-            ctx.register_event_time_timer(max_ts)
-
-    @staticmethod
-    def create() -> "EventTimeTrigger":
-        return EventTimeTrigger()
-
-    def __repr__(self) -> str:
-        return "EventTimeTrigger()"
-
-
-class ProcessingTimeTrigger(Trigger):
+class ProcessingTimeTrigger(_ProcessingTimeDomain, _WindowEndTrigger):
     """Fires when processing time reaches the window's end."""
-
-    timers_follow_window = True
 
     def on_element(self, element, timestamp, window, ctx):
         ctx.register_processing_time_timer(window.max_timestamp())
@@ -159,24 +197,6 @@ class ProcessingTimeTrigger(Trigger):
 
     def on_processing_time(self, time, window, ctx):
         return FIRE
-
-    def clear(self, window, ctx):
-        ctx.delete_processing_time_timer(window.max_timestamp())
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx):
-        max_ts = window.max_timestamp()
-        if max_ts > ctx.get_current_processing_time():
-            ctx.register_processing_time_timer(max_ts)
-
-    @staticmethod
-    def create() -> "ProcessingTimeTrigger":
-        return ProcessingTimeTrigger()
-
-    def __repr__(self) -> str:
-        return "ProcessingTimeTrigger()"
 
 
 class CountTrigger(Trigger):
@@ -324,14 +344,8 @@ class _ContinuousTrigger(Trigger):
         return f"{type(self).__name__}({self.interval})"
 
 
-class ContinuousEventTimeTrigger(_ContinuousTrigger):
+class ContinuousEventTimeTrigger(_EventTimeDomain, _ContinuousTrigger):
     """Fires every ``interval`` of event time (aligned to multiples of it) and at the window's end."""
-
-    def _register(self, ctx, time: int) -> None:
-        ctx.register_event_time_timer(time)
-
-    def _delete(self, ctx, time: int) -> None:
-        ctx.delete_event_time_timer(time)
 
     def on_element(self, element, timestamp, window, ctx):
         max_ts = window.max_timestamp()
@@ -350,14 +364,8 @@ class ContinuousEventTimeTrigger(_ContinuousTrigger):
         return CONTINUE
 
 
-class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
+class ContinuousProcessingTimeTrigger(_ProcessingTimeDomain, _ContinuousTrigger):
     """Fires every ``interval`` of processing time (aligned to multiples of it) while the window lives."""
-
-    def _register(self, ctx, time: int) -> None:
-        ctx.register_processing_time_timer(time)
-
-    def _delete(self, ctx, time: int) -> None:
-        ctx.delete_processing_time_timer(time)
 
     def on_element(self, element, timestamp, window, ctx):
         self._start(ctx.get_current_processing_time(), window, ctx)
