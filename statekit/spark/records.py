@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from ..keygroups import fmix32, key_group_for, partition_for_key_group
+from .worker_signals import ignore_interrupts
 
 TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
 TS, PART, ROUTE, SEQ, WHY, MARK = "_ts", "_p", "_r", "_seq", "_why", "_m"
@@ -77,6 +78,8 @@ class Router:
         """mapInArrow function: each batch with the routing columns, then one marker row per partition."""
         import pyarrow as pa
         from pyspark import TaskContext
+
+        ignore_interrupts()
 
         split = TaskContext.get().partitionId()
         seq, schema = split << 36, self.schema

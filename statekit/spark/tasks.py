@@ -28,6 +28,7 @@ from ..backend import create_backend
 from .errors import InjectedFault
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .results import output_table
+from .worker_signals import ignore_interrupts
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 
 
@@ -131,6 +132,8 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     commit its snapshot, stage its output files; yields one row of stats (JSON) for the driver."""
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    ignore_interrupts()
     from pyspark import TaskContext
 
     t0 = time.perf_counter()
