@@ -5,7 +5,7 @@ Backends (heap, RocksDB) live in the ``backends`` package and are found through 
 
 from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY, create_backend
 from .config import OptionSpec, StateConfig, parse_size
-from .descriptors import (AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+from .descriptors import (AggregateFunction, ColumnarAggregate, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                           ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
 from .detach import detached, is_immutable
 from .durations import to_millis
@@ -16,17 +16,17 @@ from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_by
 from .registry import available_backends, backend_class, register_backend, wall_clock_ms
 from .serialization import KEY_SERIALIZER, MsgpackSerializer, Serializer, expect_types, register_type, registered_types
 from .state import (AggregatingState, InternalKvState, InternalMergingState, ListState, MapState, MergingState,
-                    ReducingState, State, ValueState, VOID_NAMESPACE)
+                    ReducingState, ResolvedKey, State, ValueState, VOID_NAMESPACE)
 from .timers import (MAX_TIMESTAMP, MIN_TIMESTAMP, InternalTimerService, Timer, TimerQueue, TimerTarget,
                      decode_timer, timer_sort_key)
 from .ttl import StateTtlConfig, StateVisibility, UpdateType
 
 __all__ = [
-    "AggregateFunction", "AggregatingState", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
+    "AggregateFunction", "AggregatingState", "ColumnarAggregate", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
     "InternalKeyedState", "InternalKvState", "InternalMergingState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError",
     "KeyedStateBackend", "ListState", "ListStateDescriptor", "MAX_TIMESTAMP", "MIN_TIMESTAMP", "MapState",
     "MapStateDescriptor", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",
-    "ReducingState", "ReducingStateDescriptor", "SerializationError", "Serializer", "State", "StateConfig",
+    "ReducingState", "ReducingStateDescriptor", "ResolvedKey", "SerializationError", "Serializer", "State", "StateConfig",
     "StateDescriptor", "StateDescriptorError", "StateError", "StateTtlConfig", "StateVisibility", "Timer",
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
     "available_backends", "backend_class", "create_backend", "decode_timer", "detached", "is_immutable", "key_group_for", "key_group_for_bytes",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from itertools import islice
-from typing import Any, Callable, ClassVar, Iterable, Iterator
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
 from .config import OptionSpec, StateConfig
 from .descriptors import StateDescriptor
@@ -18,6 +18,7 @@ from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, Serializa
 from .keygroups import key_group_for_bytes
 from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER
+from .state import ResolvedKey
 from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key
 
 SNAPSHOT_FORMAT = 1
@@ -137,6 +138,27 @@ class KeyedStateBackend(ABC):
                 del cache[old]
         entry = self._key_cache[key] = (kg, kb, (key, None))
         return entry
+
+    def resolve_keys(self, keys: Sequence[Any]) -> tuple[list[ResolvedKey | None], dict[int, InvalidKeyError]]:
+        """Each key with its key group and bytes, for batched state and timer calls (the current key is
+        left as it is); a key ``set_current_key`` would refuse is None here, its error under its index.
+        A key outside this backend's key groups raises KeyGroupError, as ``set_current_key`` does."""
+        cache = self._key_cache
+        resolved: list[ResolvedKey | None] = []
+        refused: dict[int, InvalidKeyError] = {}
+        for i, key in enumerate(keys):
+            try:
+                entry = cache.get(key)
+                if entry is None:
+                    entry = self._resolve_key(key)
+            except TypeError:
+                entry = None
+                refused[i] = InvalidKeyError(f"key {key!r} of type {type(key).__name__} is not hashable (use a tuple, not a list)")
+            except InvalidKeyError as e:
+                entry = None
+                refused[i] = e
+            resolved.append(None if entry is None else (key, entry[0], entry[1]))
+        return resolved, refused
 
     def get_current_key(self) -> Any:
         key = self._key

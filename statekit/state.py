@@ -10,10 +10,14 @@ layers on the per-record path).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 VOID_NAMESPACE = None
 """The namespace used until ``set_current_namespace`` is called."""
+
+ResolvedKey = tuple[Any, int, bytes]
+"""A key with its key group and serialized bytes, as ``KeyedStateBackend.resolve_keys`` gives it:
+what batched state and timer calls take instead of a current key."""
 
 
 class State(ABC):
@@ -136,6 +140,15 @@ class InternalKvState(ABC):
     def update_internal(self, value: Any) -> None:
         """Store ``value`` as it is (the caller gives up the object); None clears."""
         raise TypeError(f"{type(self).__name__} has no single internal value")
+
+    def get_internal_many(self, keys: Sequence[ResolvedKey]) -> list:
+        """``get_internal`` of each key under the current namespace, in one call (an epoch's touched
+        keys at once); the same values, TTL expiry and refresh as one call per key."""
+        raise TypeError(f"{type(self).__name__} has no batched internal access")
+
+    def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
+        """``update_internal(values[i])`` under each ``keys[i]`` and the current namespace, in one call."""
+        raise TypeError(f"{type(self).__name__} has no batched internal access")
 
 
 class InternalMergingState(InternalKvState):

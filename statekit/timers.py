@@ -9,9 +9,10 @@ The firing logic lives here once; backends supply only a ``TimerQueue``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterator, NamedTuple, Protocol
+from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
 from .serialization import KEY_SERIALIZER, loads_prefix
+from .state import ResolvedKey
 
 
 _TS_BIAS = 1 << 63
@@ -69,6 +70,15 @@ class TimerQueue(ABC):
     @abstractmethod
     def poll(self) -> Timer | None:
         """Remove and return the earliest timer, or None."""
+
+    def poll_until(self, timestamp: int) -> list[Timer]:
+        """Remove and return every timer due at ``timestamp`` (<=), in firing order."""
+        due = []
+        head = self.peek()
+        while head is not None and head.timestamp <= timestamp:
+            due.append(self.poll())
+            head = self.peek()
+        return due
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -128,6 +138,33 @@ class InternalTimerService:
             cache.clear()
         nsb = cache[namespace] = KEY_SERIALIZER.dumps(namespace)
         return nsb
+
+    def _sort_keys(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> Iterator[tuple[bytes, Timer]]:
+        nsb = self._ns_bytes.get(namespace)
+        if nsb is None:
+            nsb = self._namespace_bytes(namespace)
+        for (key, kg, kb), ts in zip(keys, timestamps):
+            if type(ts) is not int or not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
+                raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {ts!r}")
+            yield timer_sort_key(ts, kg, kb, nsb), Timer(ts, key, namespace)
+
+    def register_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> None:
+        """``register_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call."""
+        add = self._event.add
+        for sort_key, timer in self._sort_keys(keys, namespace, timestamps):
+            add(sort_key, timer)
+
+    def delete_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> None:
+        """``delete_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call."""
+        remove = self._event.remove
+        for sort_key, _ in self._sort_keys(keys, namespace, timestamps):
+            remove(sort_key)
+
+    def take_due_event_time(self, watermark: int) -> list[Timer]:
+        """Set the watermark and remove every event-time timer due at it, returning them in firing
+        order instead of firing them: for an operator that handles an epoch's timers in bulk."""
+        self._watermark = watermark
+        return self._event.poll_until(watermark)
 
     def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:
         self._event.add(*self._sort_key(namespace, timestamp))

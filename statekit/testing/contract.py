@@ -1466,3 +1466,119 @@ def test_internal_access_hands_the_stored_value_itself(backend):
     assert st.get_internal() is acc and st.value() == acc and st.value() is not acc
     st.update_internal(None)
     assert st.get_internal() is None
+
+
+# -- batched access (issue 13): the same as one call per key ------------------------------------
+
+def _batched_ops():
+    from hypothesis import strategies as st
+
+    keys = st.lists(st.sampled_from(["a", "b", 1, 2, (3, "x"), "c"]), min_size=0, max_size=5, unique=True)
+    value = st.one_of(st.none(), st.integers(-5, 5), st.lists(st.integers(0, 3), max_size=3))
+    return st.lists(st.one_of(
+        st.tuples(st.just("read"), keys, st.sampled_from([None, "ns"])),
+        st.tuples(st.just("write"), keys.flatmap(lambda ks: st.tuples(st.just(ks), st.lists(value, min_size=len(ks), max_size=len(ks)))),
+                  st.sampled_from([None, "ns"])),
+        st.tuples(st.just("tick"), st.integers(0, 60), st.just(None))), max_size=25)
+
+
+@pytest.mark.parametrize("ttl", [None, "on-write", "on-read", "return-expired"])
+def test_batched_value_access_equals_one_call_per_key(make_backend, clock, ttl):
+    """``get_internal_many``/``update_internal_many`` read and write what one call per key would, TTL
+    expiry and refresh included; both backends end with the same logical state."""
+    from hypothesis import HealthCheck, given, settings
+
+    def descriptor():
+        d = ValueStateDescriptor("v", default="dflt")
+        if ttl is not None:
+            d.enable_time_to_live(StateTtlConfig(TTL, update_type=ON_READ if ttl == "on-read" else ON_WRITE,
+                                                 visibility=RETURN if ttl == "return-expired" else NEVER,
+                                                 cleanup_incremental=2))
+        return d
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(ops=_batched_ops())
+    def check(ops):
+        one, many = make_backend(), make_backend()
+        s1, sm = one.get_state(descriptor()), many.get_state(descriptor())
+        for op, arg, ns in ops:
+            if op == "tick":
+                clock.advance(arg)
+                continue
+            keys, values = arg if op == "write" else (arg, None)
+            s1.set_current_namespace(ns)
+            sm.set_current_namespace(ns)
+            resolved, refused = many.resolve_keys(keys)
+            assert not refused
+            if op == "read":
+                expected = []
+                for k in keys:
+                    one.set_current_key(k)
+                    expected.append(s1.get_internal())
+                assert repr(sm.get_internal_many(resolved)) == repr(expected)
+            else:
+                for k, v in zip(keys, values):
+                    one.set_current_key(k)
+                    s1.update_internal(v)
+                sm.update_internal_many(resolved, values)
+        one.flush()
+        many.flush()
+        assert repr(_sorted_snapshot(many)) == repr(_sorted_snapshot(one))
+
+    check()
+
+
+def _sorted_snapshot(backend) -> dict:
+    snap = backend.snapshot_logical()
+    for s in snap["states"].values():
+        s["entries"] = sorted(s["entries"], key=repr)
+    return snap["states"]
+
+
+def test_resolve_keys_refuses_like_set_current_key(backend):
+    resolved, refused = backend.resolve_keys(["a", None, float("nan"), ["x"], 7])
+    assert [r is None for r in resolved] == [False, True, True, True, False]
+    assert sorted(refused) == [1, 2, 3] and all(isinstance(e, InvalidKeyError) for e in refused.values())
+    assert "not hashable" in str(refused[3])
+    backend.set_current_key("a")
+    assert resolved[0] == backend.current_key_scope()
+    outside = create_backend(StateConfig(backend=backend.name), key_groups=[key_group_for("a")])
+    other = next(k for k in range(100) if key_group_for(k) != key_group_for("a"))
+    with pytest.raises(KeyGroupError):
+        outside.resolve_keys(["a", other])
+    outside.close()
+
+
+def test_bulk_timers_equal_one_call_per_key(make_backend):
+    """``register_event_time_timers``/``delete_event_time_timers`` and ``take_due_event_time``: the
+    same timers as one call per key, taken due in firing order without firing."""
+    class Recorder:
+        def __init__(self):
+            self.fired = []
+
+        def on_event_time(self, timer):
+            self.fired.append(timer)
+
+        def on_processing_time(self, timer):
+            raise AssertionError("no processing-time timers here")
+
+    one, many = make_backend(), make_backend()
+    rec = Recorder()
+    t1, tm = one.timer_service("t", rec), many.timer_service("t", Recorder())
+    keys = ["a", "b", 3, (4, "x"), "e"]
+    times = [50, 10, 30, 10, 70]
+    for k, t in zip(keys, times):
+        one.set_current_key(k)
+        t1.register_event_time_timer("ns", t)
+    resolved, _ = many.resolve_keys(keys)
+    tm.register_event_time_timers(resolved, "ns", times)
+    one.set_current_key("e")
+    t1.delete_event_time_timer("ns", 70)
+    tm.delete_event_time_timers(resolved[4:], "ns", [70])
+    assert list(tm.event_time_timers()) == list(t1.event_time_timers())
+    due = tm.take_due_event_time(40)
+    t1.advance_watermark(40)
+    assert due == rec.fired and [t.timestamp for t in due] == [10, 10, 30]
+    assert tm.current_watermark() == 40 and list(tm.event_time_timers()) == list(t1.event_time_timers())
+    with pytest.raises(ValueError, match="int64"):
+        tm.register_event_time_timers(resolved[:1], "ns", [1.5])
