@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from statekit import KeyedStateBackend, OptionSpec, StateDescriptor, StateDescriptorError
 
-from .states import (HeapAggregatingState, HeapListState, HeapMapState, HeapReducingState, HeapState,
-                     HeapValueState)
 from .snapshot import HeapSnapshots
+from .state import HeapState
+from .states import KINDS
 from .timers import HeapTimerQueue
 
-_KINDS = {"value": HeapValueState, "list": HeapListState, "map": HeapMapState,
-          "reducing": HeapReducingState, "aggregating": HeapAggregatingState}
 
 class HeapKeyedStateBackend(HeapSnapshots, KeyedStateBackend):
     """Dict-backed keyed state; tracks changed cells per state for incremental snapshots."""
@@ -26,7 +24,7 @@ class HeapKeyedStateBackend(HeapSnapshots, KeyedStateBackend):
         self._validate = bool(config.get("heap.validate_writes"))
 
     def _create_state(self, descriptor: StateDescriptor) -> HeapState:
-        cls = _KINDS.get(descriptor.kind)
+        cls = KINDS.get(descriptor.kind)
         if cls is None:
             raise StateDescriptorError(f"state '{descriptor.name}': unknown state kind {descriptor.kind!r}")
         return cls(self, descriptor, self._validate)

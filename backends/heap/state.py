@@ -1,0 +1,182 @@
+"""Heap state classes: one dict per state keyed by (key, namespace), no wrappers on the hot path.
+
+Cells are the user's values; with TTL a value-like cell is ``(value, ts)``, a list holds
+``(element, ts)`` pairs and a map ``{user_key: (value, ts)}``. Every write also records the
+cell in ``_dirty`` so that an incremental snapshot can ship just what changed.
+"""
+
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any, Iterable, Iterator
+
+from statekit import KeyedStateBackend, InternalKeyedState, InternalKvState, InternalMergingState, SerializationError, StateDescriptor, NO_KEY, MsgpackSerializer
+
+
+_MISSING = object()
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+_MSGPACK_TRUSTED = frozenset((int, str, float, bool, bytes))
+"""Types msgpack always encodes (ints only within 64 bits), checked inline on the per-record write paths."""
+
+
+def _noop(value: Any) -> None:
+    return None
+
+
+class HeapState(InternalKeyedState, InternalKvState):
+    """Storage, scoping, TTL and snapshot plumbing shared by the heap state kinds."""
+
+    TUPLE_SCOPED = True
+    __slots__ = ("_backend", "_name", "_table", "_dirty", "_ns", "_ck", "_ttl", "_ttl_ms", "_clock",
+                 "_check", "_trusted", "_cleanup_n", "_cursor")
+
+    def __init__(self, backend: KeyedStateBackend, descriptor: StateDescriptor, validate: bool) -> None:
+        self._backend = backend
+        self._name = descriptor.name
+        self._table: dict[tuple, Any] = {}
+        self._dirty: set[tuple] = set()
+        self._ns: Any = None
+        self._ck: tuple = (NO_KEY, None)
+        ttl = descriptor.ttl_config
+        self._ttl = ttl
+        self._ttl_ms = ttl.ttl_ms if ttl is not None else 0
+        self._clock = backend.time_provider
+        self._cleanup_n = ttl.cleanup_incremental if ttl is not None else 0
+        self._cursor: list[tuple] = []
+        ser = descriptor.serializer
+        msgpack_checked = validate and type(ser) is MsgpackSerializer
+        self._trusted = _MSGPACK_TRUSTED if msgpack_checked else frozenset()
+        if not validate:
+            self._check = _noop
+        elif msgpack_checked:
+            self._check = ser.check
+        else:
+            self._check = ser.dumps
+
+    # -- scoping -------------------------------------------------------------------------------
+    def _set_key(self, key: Any, key_group: int, key_bytes: bytes) -> None:
+        self._ck = (key, self._ns)
+
+    def set_current_namespace(self, namespace: Any) -> None:
+        self._ns = namespace
+        self._ck = (self._ck[0], namespace)
+
+    def clear(self) -> None:
+        ck = self._ck
+        table = self._table
+        if ck in table:
+            del table[ck]
+            self._dirty.add(ck)
+
+    def _validated(self, value: Any) -> Any:
+        try:
+            self._check(value)
+        except Exception as e:
+            raise SerializationError(f"state '{self._name}': cannot serialize value of type "
+                                     f"{type(value).__name__}: {e}") from None
+        return value
+
+    # -- TTL -----------------------------------------------------------------------------------
+    def _accessed(self) -> None:
+        """Incremental cleanup: each access to a TTL state first checks ``cleanup_incremental`` cells."""
+        if self._cleanup_n:
+            self._cleanup_expired(self._cleanup_n)
+
+    def _live(self, ck: tuple, cell: tuple) -> tuple[bool, Any]:
+        """(visible, value) of a value-like TTL cell; deletes it when expired, refreshes on read."""
+        value, ts = cell
+        now = self._clock()
+        if ts + self._ttl_ms <= now:
+            if self._table.pop(ck, None) is not None:
+                self._dirty.add(ck)
+            return self._ttl.return_expired, value
+        if self._ttl.refresh_on_read:
+            self._table[ck] = (value, now)
+            self._dirty.add(ck)
+        return True, value
+
+    def _purge(self, ck: tuple, cell: Any, now: int) -> int:
+        """Delete what of ``cell`` has expired at ``now``; returns how many items went."""
+        if cell[1] + self._ttl_ms <= now:
+            del self._table[ck]
+            self._dirty.add(ck)
+            return 1
+        return 0
+
+    def _cleanup_expired(self, budget: int) -> int:
+        """Check up to ``budget`` cells, resuming where the last call stopped; when the pass ends
+        it starts over once (so a large budget checks every cell)."""
+        if self._ttl is None:
+            return 0
+        table = self._table
+        cursor = self._cursor
+        restarted = False
+        now = self._clock()
+        removed = 0
+        while budget > 0:
+            if not cursor:
+                if restarted or not table:
+                    break
+                cursor = self._cursor = list(table)
+                restarted = True
+            ck = cursor.pop()
+            budget -= 1
+            cell = table.get(ck, _MISSING)
+            if cell is not _MISSING:
+                removed += self._purge(ck, cell, now)
+        return removed
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def _cell_out(self, cell: Any) -> Any:
+        return [cell[0], cell[1]] if self._ttl is not None else cell
+
+    def _cell_in(self, cell: Any) -> Any:
+        return (cell[0], cell[1]) if self._ttl is not None else cell
+
+    def _export(self) -> Iterator[tuple[int, Any, Any, Any]]:
+        kg_of = self._backend.key_group_of
+        for (key, ns), cell in self._table.items():
+            yield kg_of(key), key, ns, self._cell_out(cell)
+
+    def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
+        ck = (key, namespace)
+        self._table[ck] = self._cell_in(cell)
+        self._dirty.add(ck)
+
+    def _entry_count(self) -> int:
+        return len(self._table)
+
+    def _take_dirty(self) -> set[tuple]:
+        dirty, self._dirty = self._dirty, set()
+        return dirty
+
+
+class HeapMergingState(HeapState, InternalMergingState):
+    """``merge_namespaces`` in Flink's order: sources merged among themselves, then into the target."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def _merge_cells(self, a: Any, b: Any) -> Any:
+        """Combine two cells (``b`` after ``a``)."""
+
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        key = self._backend.get_current_key()
+        table, dirty = self._table, self._dirty
+        merged = _MISSING
+        for src in sources:
+            if src == target:
+                continue
+            sk = (key, src)
+            cell = table.pop(sk, _MISSING)
+            if cell is _MISSING:
+                continue
+            dirty.add(sk)
+            merged = cell if merged is _MISSING else self._merge_cells(merged, cell)
+        if merged is _MISSING:
+            return
+        tk = (key, target)
+        current = table.get(tk, _MISSING)
+        table[tk] = merged if current is _MISSING else self._merge_cells(current, merged)
+        dirty.add(tk)
