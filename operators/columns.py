@@ -1,9 +1,9 @@
-"""An epoch's records as columns, cut with numpy into per-key session segments.
+"""An epoch's records as columns, cut with numpy into per-key runs for the session engine.
 
-A segment is a maximal run of one key's records, in event-time order, whose consecutive
-timestamps are at most ``gap`` apart: every record of it lands in the same session (touching
-sessions merge), so its contents can be aggregated in one vectorized pass before the session
-bookkeeping, which then costs per segment instead of per record.
+A run is a stretch of one key's records in time order, consecutive timestamps at most ``gap``
+apart, whose first record is the only one that may touch a session stored before the epoch: all
+of a run's records land in one session, so its contents can be aggregated in one vectorized pass
+and the session bookkeeping costs per run, not per record.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import numpy as np
 
 
 @dataclass(slots=True)
-class Segments:
-    """Segments in key order, then time order: key code, first timestamp, last timestamp + gap,
-    record count; ``order`` lists the rows by segment, ``starts`` where each segment begins in it."""
+class Runs:
+    """Runs in key order, then time order: key code, first and last timestamp, record count;
+    ``order`` lists the rows run by run, ``starts`` where each run begins in it."""
 
     codes: list[int]
-    lows: list[int]
-    highs: list[int]
+    firsts: list[int]
+    lasts: list[int]
     counts: list[int]
     order: np.ndarray
     starts: np.ndarray
@@ -42,13 +42,38 @@ def out_of_order_keys(codes: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
     return np.unique(c[1:][back])
 
 
-def session_segments(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, gap: int) -> Segments:
-    """The session segments of ``rows`` (indices into ``codes``/``timestamps``); ties in time keep row order."""
+def session_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, gap: int,
+                 touch_codes: np.ndarray, touch_lo: np.ndarray, touch_hi: np.ndarray) -> Runs:
+    """The runs of ``rows`` (indices into ``codes``/``timestamps``; ties in time keep row order).
+
+    A run also starts at the first row of key ``touch_codes[i]`` with a timestamp in
+    ``[touch_lo[i], touch_hi[i]]`` (where a stored session first comes within reach)."""
     order = rows[np.lexsort((rows, timestamps[rows], codes[rows]))]
     c, t = codes[order], timestamps[order]
     cut = np.ones(len(order), dtype=bool)
     cut[1:] = (c[1:] != c[:-1]) | (t[1:] - t[:-1] > gap)
+    if len(touch_codes):
+        first = _first_at_or_after(c, t, touch_codes, touch_lo)
+        inside = first < len(order)
+        first = first[inside]
+        cut[first[t[first] <= touch_hi[inside]]] = True
     starts = np.flatnonzero(cut)
-    lasts = np.append(starts[1:], len(order)) - 1
-    return Segments(c[starts].tolist(), t[starts].tolist(), (t[lasts] + gap).tolist(),
-                    (lasts - starts + 1).tolist(), order, starts)
+    ends = np.append(starts[1:], len(order))
+    return Runs(c[starts].tolist(), t[starts].tolist(), t[ends - 1].tolist(), (ends - starts).tolist(), order, starts)
+
+
+def _first_at_or_after(c: np.ndarray, t: np.ndarray, qc: np.ndarray, qt: np.ndarray) -> np.ndarray:
+    """For each query (qc[i], qt[i]): the first position p of the (code, time)-sorted rows with
+    ``c[p] == qc[i] and t[p] >= qt[i]``, or ``len(c)`` (one past the end) when there is none."""
+    n = len(c)
+    all_c = np.concatenate((c, qc))
+    all_t = np.concatenate((t, qt))
+    is_row = np.concatenate((np.ones(n, dtype=np.int8), np.zeros(len(qc), dtype=np.int8)))
+    merged = np.lexsort((is_row, all_t, all_c))   # a query sorts before rows of equal time
+    rows_before = np.cumsum(is_row[merged]) - is_row[merged]
+    pos = np.empty(len(merged), dtype=np.int64)
+    pos[merged] = rows_before
+    found = pos[n:]
+    hit = found < n
+    hit[hit] = c[found[hit]] == qc[hit]
+    return np.where(hit, found, n)

@@ -13,24 +13,23 @@ timers go through the backend, so an operator is fully described by a backend sn
 from __future__ import annotations
 
 from datetime import timedelta
-from operator import itemgetter
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from statekit import (MAX_TIMESTAMP, AggregateFunction, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer,
-                      ValueStateDescriptor)
+from statekit import (MAX_TIMESTAMP, AggregateFunction, ColumnarAggregate, InvalidKeyError, KeyedStateBackend,
+                      ListStateDescriptor, Timer, ValueStateDescriptor)
 from statekit.descriptors import qualified_name
 from statekit.durations import to_millis
 
 from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
 from .batching import group_by_key
-from .columns import factorize, out_of_order_keys, session_segments
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction
-from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, InvalidRecord, error
+from .invalid import InvalidRecord, error
 from .merging_window_set import MergingWindowSet
+from .session_engine import SESSIONS_STATE, SessionEngine, SessionSink
 from .operator import KeyedOperator
 from .output import Output
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
@@ -42,7 +41,6 @@ TIMER_SERVICE = "window-timers"
 
 _PROCESS, _AGGREGATE, _REDUCE = "process", "aggregate", "reduce"
 _ABSENT = object()
-_bounds = itemgetter(0, 1)
 
 
 def _function_kind(function: Any) -> str:
@@ -56,19 +54,22 @@ def _function_kind(function: Any) -> str:
                     f"ProcessWindowFunction, got {type(function).__name__}")
 
 
-class WindowOperator(KeyedOperator):
+class WindowOperator(KeyedOperator, SessionSink):
     """Windows a keyed stream: assigner + trigger (+ evictor) + function, with allowed lateness and a
     side output for late elements (``late_output_tag=None`` drops and counts them instead).
 
     Invalid records (see ``operators.invalid``) raise ``InvalidRecordError``, or go to the
     ``invalid_output_tag`` side output as ``InvalidRecord`` and are counted in ``metrics["invalid"]``.
+    Event-time sessions with the default trigger and an incremental function run on the session
+    engine (``operators.session_engine``); ``session_engine=False`` keeps them on the generic record
+    path, which gives the same results (for comparisons and benchmarks).
     An exception out of ``process_batch`` fails the epoch: restore the backend from the last
     committed checkpoint before going on (``CheckpointStore.restore`` notices the changed state)."""
 
     def __init__(self, assigner: WindowAssigner, function: Any, window_function: ProcessWindowFunction | None = None,
                  trigger: Trigger | None = None, evictor: Evictor | None = None,
                  allowed_lateness: int | timedelta | str = 0, late_output_tag: str | None = "late",
-                 invalid_output_tag: str | None = None) -> None:
+                 invalid_output_tag: str | None = None, session_engine: bool = True) -> None:
         if not isinstance(assigner, WindowAssigner):
             raise TypeError(f"assigner must be a WindowAssigner, got {type(assigner).__name__}")
         self.assigner = assigner
@@ -89,9 +90,9 @@ class WindowOperator(KeyedOperator):
         if self.merging and not self.trigger.can_merge():
             raise ValueError(f"{self.trigger!r} cannot be used with the merging assigner {assigner!r}: it does not support merging")
         self.event_time = assigner.is_event_time()
-        self._sessions_fast = (self.merging and assigner.merges_intersecting_time_windows and self.event_time
-                               and type(self.trigger) is EventTimeTrigger and self.evictor is None
-                               and self.kind != _PROCESS)
+        self._by_session_engine = (session_engine and type(assigner) is EventTimeSessionWindows
+                                   and type(self.trigger) is EventTimeTrigger and self.evictor is None
+                                   and self.kind != _PROCESS)
         self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
                                     "invalid": 0}
         self._backend: KeyedStateBackend | None = None
@@ -103,7 +104,8 @@ class WindowOperator(KeyedOperator):
                           "function": layout, "kind": self.kind,
                           "window_function": None if self.window_function is None else qualified_name(self.window_function),
                           "trigger": type(self.trigger).__name__,
-                          "evictor": None if self.evictor is None else type(self.evictor).__name__},
+                          "evictor": None if self.evictor is None else type(self.evictor).__name__,
+                          "layout": "sessions-per-key" if self._by_session_engine else "window-namespaces"},
                 "parameters": {"assigner": repr(self.assigner), "trigger": repr(self.trigger),
                                "allowed_lateness": self.allowed_lateness}}
 
@@ -114,12 +116,15 @@ class WindowOperator(KeyedOperator):
         self._output = output
         self._collect = output.collect
         self._list_contents = self.evictor is not None or self.kind == _PROCESS
-        desc = ListStateDescriptor(CONTENTS_STATE) if self._list_contents else ValueStateDescriptor(CONTENTS_STATE)
-        self._contents = backend.get_state(desc)
         self._contents_ns: Any = None
         self._accs: dict = {}
         self._dirty: set = set()
-        self._mws_state = backend.get_state(ValueStateDescriptor(MERGING_SET_STATE)) if self.merging else None
+        if self._by_session_engine:
+            self._contents = self._mws_state = None
+        else:
+            desc = ListStateDescriptor(CONTENTS_STATE) if self._list_contents else ValueStateDescriptor(CONTENTS_STATE)
+            self._contents = backend.get_state(desc)
+            self._mws_state = backend.get_state(ValueStateDescriptor(MERGING_SET_STATE)) if self.merging else None
         self._svc = backend.timer_service(TIMER_SERVICE, self)
         self._timers = TimerBuffer(self._svc)
         self._ctx = WindowTriggerContext(backend, self._timers, self._svc)
@@ -131,6 +136,41 @@ class WindowOperator(KeyedOperator):
         for fn in (self.function, self.window_function):
             if isinstance(fn, ProcessWindowFunction):
                 fn.open(KeyedStateStore(backend))
+        self._sessions = None
+        if self._by_session_engine:
+            self._sessions = SessionEngine(self.assigner.gap, self.allowed_lateness, backend,
+                                           backend.get_state(ValueStateDescriptor(SESSIONS_STATE)), self._svc, self,
+                                           *self._incremental(), self.metrics, self._clears_window_state)
+
+    def _incremental(self) -> tuple:
+        """``add(value, accumulator or None)`` and ``merge(a, b)`` of the window function."""
+        fn = self.function
+        if self.kind == _AGGREGATE:
+            create, add = fn.create_accumulator, fn.add
+            return (lambda value, acc: add(value, create() if acc is None else acc)), fn.merge
+        return (lambda value, acc: value if acc is None else fn(acc, value)), fn
+
+    # -- SessionSink (the session engine's results) ---------------------------------------------
+    def fire_session(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
+        self._key = key
+        self.metrics["windows_fired"] += 1
+        data = self.function.get_result(accumulator) if self.kind == _AGGREGATE else accumulator
+        if self.window_function is None:
+            self._collect(data, window.max_timestamp())
+        else:
+            self._backend.set_current_key(key)
+            self._process(self.window_function, window, [data], window.max_timestamp())
+
+    def clear_session(self, key: Any, window: TimeWindow) -> None:
+        self._backend.set_current_key(key)
+        self._pctx.set_window(window)
+        self._process_fn.clear(self._pctx)
+
+    def late_record(self, value: Any, timestamp: int) -> None:
+        self._late(value, timestamp, self._svc.current_watermark())
+
+    def invalid_record(self, record: tuple, field: str, reason: str) -> None:
+        self._invalid(record, field, reason)
 
     def close(self) -> None:
         for fn in (self.function, self.window_function):
@@ -140,6 +180,10 @@ class WindowOperator(KeyedOperator):
     # -- elements ------------------------------------------------------------------------------
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records at the current watermark, grouped per key (same output as one by one)."""
+        if self._sessions is not None:
+            records = records if isinstance(records, list) else list(records)
+            self._sessions.process([r[0] for r in records], [r[2] for r in records], lambda i: records[i][1], None)
+            return
         set_key = self._backend.set_current_key
         for key, items in group_by_key(records, self._invalid, self.event_time).items():
             try:
@@ -154,65 +198,20 @@ class WindowOperator(KeyedOperator):
         """An epoch's records as columns: record i is ``(keys[i], tuple(c[i] for c in columns),
         timestamps[i])``; the same results, side outputs, state and timers as ``process_batch`` of them.
 
-        Event-time sessions with an AggregateFunction that implements ``accumulate`` take a
-        vectorized path: each key's records are cut into session segments and aggregated in one
-        numpy pass (``operators.columns``), so the session bookkeeping costs per segment, not per
-        record. Keys with a record that could be late or fire at once (its own window not after
-        the watermark), keys whose records arrive out of time order (the record path's merges then
-        depend on arrival order) and bad records keep the record path, in arrival order, first."""
-        accumulate = getattr(self.function, "accumulate", None)
-        ts = np.asarray(timestamps)
-        vectorized = (self._sessions_fast and self.kind == _AGGREGATE and accumulate is not None
-                      and type(self.assigner) is EventTimeSessionWindows and ts.dtype.kind == "i")
-        codes = None
-        if vectorized:
-            try:
-                codes, distinct = factorize(keys)
-            except TypeError:  # an unhashable key: the record path names it
-                pass
-        if codes is None:
-            self.process_batch(list(zip(keys, zip(*columns), ts.tolist())))
+        Event-time sessions go to the session engine (``operators.session_engine``) as columns; an
+        AggregateFunction that implements ``accumulate`` is then applied to whole runs of rows at once."""
+        if self._sessions is None:
+            super().process_columns(keys, timestamps, columns)
             return
-        gap = self.assigner.gap
-        slow = (ts + (gap - 1) <= self._svc.current_watermark()) | (ts < MIN_EVENT_TIMESTAMP) | (ts > MAX_EVENT_TIMESTAMP)
-        slow_keys = np.zeros(len(distinct), dtype=bool)
-        slow_keys[codes[slow]] = True
-        slow_keys[out_of_order_keys(codes, ts)] = True
-        set_key = self._backend.set_current_key
-        if slow_keys.any():
-            # a key the backend refuses joins the record path, so refused records keep its order
-            for code in np.flatnonzero(~slow_keys).tolist():
-                try:
-                    set_key(distinct[code])
-                except InvalidKeyError:
-                    slow_keys[code] = True
-            by_key = slow_keys[codes]
-            rows = np.flatnonzero(by_key).tolist()
-            self.process_batch([(keys[i], tuple(c[i] for c in columns), int(ts[i])) for i in rows])
-            fast = np.flatnonzero(~by_key)
+        accumulate = self.function.accumulate if isinstance(self.function, ColumnarAggregate) else None
+        fold = None if accumulate is None else (lambda order, starts: accumulate(columns, order, starts))
+        self._sessions.process(keys, np.asarray(timestamps), lambda r: tuple(c[r] for c in columns), fold)
+
+    def process_watermark(self, watermark: int) -> None:
+        if self._sessions is None:
+            super().process_watermark(watermark)
         else:
-            fast = np.arange(len(codes))
-        if not len(fast):
-            return
-        seg = session_segments(codes, ts, fast, gap)
-        accs = accumulate(columns, seg.order, seg.starts)
-        codes_, lows, highs, counts = seg.codes, seg.lows, seg.highs, seg.counts
-        i, n = 0, len(codes_)
-        while i < n:
-            code = codes_[i]
-            j = i + 1
-            while j < n and codes_[j] == code:
-                j += 1
-            key = distinct[code]
-            try:
-                set_key(key)
-            except InvalidKeyError as e:
-                for r in np.flatnonzero(codes == code).tolist():
-                    self._invalid((key, tuple(c[r] for c in columns), int(ts[r])), "key", str(e))
-                i = j
-                continue
-            self._process_key(key, sum(counts[i:j]), list(zip(lows[i:j], highs[i:j], accs[i:j])), True)
-            i = j
+            self._sessions.advance(watermark)
 
     def _invalid(self, record: tuple, field: str, reason: str) -> None:
         """A record that cannot be processed: raise, or side-output and count it."""
@@ -221,18 +220,14 @@ class WindowOperator(KeyedOperator):
         self.metrics["invalid"] += 1
         self._output.side_output(self.invalid_output_tag, InvalidRecord(*record, field, reason), None)
 
-    def _process_key(self, key: Any, count: int, items: list, segments: bool = False) -> None:
-        """One key's ``items``: records, or with ``segments`` (start, end, accumulator) session segments."""
+    def _process_key(self, key: Any, count: int, items: list) -> None:
+        """One key's records."""
         self.metrics["records_in"] += count
         self._key = key
         timers = self._timers
         timers.buffering = True
         try:
-            if segments:
-                self._session_segments(items)
-            elif self._sessions_fast:
-                self._session_records(items)
-            elif self.merging:
+            if self.merging:
                 mws = MergingWindowSet(self.assigner, self._mws_state)
                 if self.trigger.timers_follow_window:
                     timers.known = mws.initial
@@ -297,171 +292,6 @@ class WindowOperator(KeyedOperator):
             self._register_cleanup_timer(actual)
         if skipped:
             self._late(value, ts, wm)
-
-    def _session_records(self, items: list) -> None:
-        """One key's records for event-time sessions with the EventTimeTrigger and an incremental
-        function, with the generic path's semantics (same merges, contents, output and final
-        timers) but plain-int session bookkeeping.
-
-        Sessions are ``[start, end, state_window, window_or_None, touched]``. The timer operations
-        of the generic path reduce to their net effect, applied at the end: the timers of loaded
-        windows that merged away are deleted; every window that took an element gets its trigger
-        timer (if its end is after the watermark) and its cleanup timer; windows born and merged
-        within the batch never had timers.
-        """
-        mws = MergingWindowSet(self.assigner, self._mws_state)
-        wm = self._svc.current_watermark()
-        lateness = self.allowed_lateness
-        assigner = self.assigner
-        gap = assigner.gap if type(assigner) is EventTimeSessionWindows else None
-        accs, dirty, accumulator = self._accs, self._dirty, self._accumulator
-        fn = self.function
-        aggregate = self.kind == _AGGREGATE
-        if aggregate:
-            agg_add, create = fn.add, fn.create_accumulator
-        sessions = [[w[0], w[1], sw, w, False] for w, sw in mws.mapping.items()]
-        bounds = [0, 0]
-        fixed = [bounds]            # reused for fixed gaps: no allocation per record
-        for _, value, ts in items:
-            if gap is None or ts is None:
-                news = assigner.assign_windows(value, ts, self)
-            else:
-                bounds[0] = ts
-                bounds[1] = ts + gap
-                news = fixed
-            skipped = True
-            for start, end in news:
-                hit = None
-                more = None
-                for sess in sessions:
-                    if sess[0] <= end and sess[1] >= start:
-                        if hit is None:
-                            hit = sess
-                        elif more is None:
-                            more = [sess]
-                        else:
-                            more.append(sess)
-                if hit is None:
-                    hit = [start, end, None, None, False]
-                    sessions.append(hit)
-                elif more is None:
-                    if start < hit[0] or end > hit[1]:
-                        if start > hit[0]:
-                            start = hit[0]
-                        if end < hit[1]:
-                            end = hit[1]
-                        if end - 1 + lateness <= wm:
-                            self._check_merge(start, end, wm)
-                        hit[0], hit[1], hit[3] = start, end, None
-                else:
-                    group = sorted([hit] + more, key=lambda x: (x[0], x[1]))
-                    start = min(start, group[0][0])
-                    end = max([end] + [g[1] for g in group])
-                    self._check_merge(start, end, wm)
-                    hit = group[0]
-                    for g in group[1:]:
-                        sessions.remove(g)
-                    self._merge_contents(hit[2], [g[2] for g in group[1:]])
-                    hit[0], hit[1], hit[3] = start, end, None
-                max_ts = hit[1] - 1
-                cleanup = max_ts + lateness
-                if cleanup > MAX_TIMESTAMP:
-                    cleanup = MAX_TIMESTAMP
-                if cleanup <= wm:
-                    sessions.remove(hit)
-                    continue
-                skipped = False
-                sw = hit[2]
-                if sw is None:
-                    sw = hit[2] = hit[3] = TimeWindow(hit[0], hit[1])
-                acc = accs.get(sw, _ABSENT)
-                if acc is _ABSENT:
-                    acc = accumulator(sw)
-                if aggregate:
-                    acc = agg_add(value, create() if acc is _ABSENT else acc)
-                else:
-                    acc = value if acc is _ABSENT else fn(acc, value)
-                accs[sw] = acc
-                dirty.add(sw)
-                hit[4] = True
-                if max_ts <= wm:
-                    if hit[3] is None:
-                        hit[3] = TimeWindow(hit[0], hit[1])
-                    self._fire(hit[3], sw)
-            if skipped:
-                self._late(value, ts, wm)
-        self._session_timers(mws, sessions, wm)
-
-    def _session_segments(self, segments: list) -> None:
-        """One key's session segments (start, end, accumulator), in time order, none of them reaching
-        back to the watermark: the state, timers and mapping ``_session_records`` leaves for their records.
-
-        A segment's first record picks the session its records end up in: the earliest session its
-        own window touches, else a new one whose state window is that record's window; every other
-        session the segment touches merges into it."""
-        mws = MergingWindowSet(self.assigner, self._mws_state)
-        gap = self.assigner.gap
-        accs, dirty, merge = self._accs, self._dirty, self.function.merge
-        sessions = [[w[0], w[1], sw, w, False] for w, sw in mws.mapping.items()]
-        for lo, hi, acc in segments:
-            group = [s for s in sessions if s[0] <= hi and s[1] >= lo]
-            if len(group) > 1:
-                group.sort(key=_bounds)
-            if group and group[0][0] <= lo + gap:
-                target, others = group[0], group[1:]
-                sw = target[2]
-                current = self._accumulator(sw)
-                accs[sw] = acc if current is _ABSENT else merge(current, acc)
-            else:
-                sw = TimeWindow(lo, lo + gap)
-                target, others = [lo, lo + gap, sw, sw, False], group
-                sessions.append(target)
-                accs[sw] = acc
-            dirty.add(sw)
-            if others:
-                for g in others:
-                    sessions.remove(g)
-                self._merge_contents(sw, [g[2] for g in others])
-            start, end = min(lo, target[0]), max(hi, target[1])
-            for g in others:
-                start, end = min(start, g[0]), max(end, g[1])
-            if start != target[0] or end != target[1]:
-                target[0], target[1], target[3] = start, end, None
-            target[4] = True
-        self._session_timers(mws, sessions, self._svc.current_watermark())
-
-    def _check_merge(self, start: int, end: int, wm: int) -> None:
-        if min(end - 1 + self.allowed_lateness, MAX_TIMESTAMP) <= wm:
-            raise RuntimeError(f"merging into {TimeWindow(start, end)!r} would end the window before the "
-                               f"current watermark {wm}")
-
-    def _session_timers(self, mws: MergingWindowSet, sessions: list, wm: int) -> None:
-        """Persist the sessions as the mapping and buffer the net timer operations of the batch."""
-        lateness, buffer = self.allowed_lateness, self._timers.buffer_event
-        mapping = {}
-        for sess in sessions:
-            w = sess[3]
-            if w is None:
-                w = sess[3] = TimeWindow(sess[0], sess[1])
-            mapping[w] = sess[2]
-        for w in mws.initial:
-            if w not in mapping:
-                max_ts = w[1] - 1
-                buffer(w, max_ts, False)
-                cleanup = min(max_ts + lateness, MAX_TIMESTAMP)
-                if cleanup != MAX_TIMESTAMP:
-                    buffer(w, cleanup, False)
-        for sess in sessions:
-            if sess[4]:
-                w = sess[3]
-                max_ts = w[1] - 1
-                if max_ts > wm:
-                    buffer(w, max_ts, True)
-                cleanup = min(max_ts + lateness, MAX_TIMESTAMP)
-                if cleanup != MAX_TIMESTAMP:
-                    buffer(w, cleanup, True)
-        mws.mapping = mapping
-        mws.persist()
 
     def _late(self, value: Any, ts: int | None, wm: int) -> None:
         """An element no window took: side-output (or count) it if it is late."""
@@ -560,33 +390,7 @@ class WindowOperator(KeyedOperator):
 
     # -- timers --------------------------------------------------------------------------------
     def on_event_time(self, timer: Timer) -> None:
-        if self._sessions_fast:
-            self._session_timer(timer)
-        else:
-            self._on_timer(timer, True)
-
-    def _session_timer(self, timer: Timer) -> None:
-        """``_on_timer`` for the ``_session_records`` configuration, with EventTimeTrigger's
-        on_event_time (fire at the window's end) and clear (delete that timer) inlined."""
-        window, time = timer.namespace, timer.timestamp
-        mws = MergingWindowSet(self.assigner, self._mws_state)
-        state_window = mws.mapping.get(window)
-        if state_window is None:
-            return
-        self._key = timer.key
-        max_ts = window[1] - 1
-        if time == max_ts:
-            self._fire(window, state_window)
-        if time == self._cleanup_time(window):
-            self._purge(state_window)
-            if max_ts != time:
-                self._svc.delete_event_time_timer(window, max_ts)
-            if self._clears_window_state:
-                self._pctx.set_window(window)
-                self._process_fn.clear(self._pctx)
-            mws.retire_window(window)
-            mws.persist()
-        self._flush_accumulators()
+        self._on_timer(timer, True)
 
     def on_processing_time(self, timer: Timer) -> None:
         self._on_timer(timer, False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar, Generic, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Sequence, TypeVar
 
 from .serialization import MsgpackSerializer, Serializer
 from .ttl import StateTtlConfig
@@ -15,14 +15,7 @@ OUT = TypeVar("OUT")
 
 
 class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
-    """Incremental aggregation with PyFlink's signatures.
-
-    A subclass may add a vectorized ``accumulate(columns, order, starts) -> list[ACC]`` for
-    operators fed whole epochs as columns (``WindowOperator.process_columns``): one new accumulator
-    per segment j, equal to folding ``add`` from ``create_accumulator()`` over the rows
-    ``order[starts[j]:starts[j+1]]`` (the last segment runs to the end), where row r is
-    ``tuple(col[r] for col in columns)``. Implementing it promises that
-    ``merge(a, fold(add, create_accumulator(), xs))`` equals ``fold(add, a, xs)``."""
+    """Incremental aggregation with PyFlink's signatures (``ColumnarAggregate`` adds a vectorized form)."""
 
     @abstractmethod
     def create_accumulator(self) -> ACC: ...
@@ -40,6 +33,21 @@ class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
         """What its accumulators hold, as plain data for a checkpoint's job description: a change means
         stored accumulators no longer fit and a restore is refused. Default: the class's qualified name."""
         return qualified_name(self)
+
+
+class ColumnarAggregate(AggregateFunction[tuple, ACC, OUT]):
+    """An AggregateFunction over row tuples that can also aggregate whole runs of rows held as columns
+    (numpy/Arrow): what lets window operators fed an epoch as columns skip per-record Python calls.
+
+    Implementing it promises that ``merge(a, fold(add, create_accumulator(), xs))`` equals
+    ``fold(add, a, xs)`` for every accumulator ``a`` and rows ``xs`` in order: the operator may fold a
+    run on its own and merge it after the accumulator it continues."""
+
+    @abstractmethod
+    def accumulate(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> list[ACC]:
+        """One new accumulator per run j: ``add`` folded from ``create_accumulator()`` over the rows
+        ``order[starts[j]:starts[j+1]]`` (the last run goes to the end of ``order``), in that order,
+        where row r is ``tuple(col[r] for col in columns)``; ``order`` and ``starts`` are int arrays."""
 
 
 class StateDescriptor:

@@ -6,8 +6,13 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pytest
+from hypothesis import Phase, settings
 
 pytest_plugins = ["statekit.testing.fixtures"]
+
+# `pytest --hypothesis-profile=no-shrink`: report a failing example without shrinking it (for checking
+# that a differential test catches a deliberately broken build, which otherwise shrinks for minutes)
+settings.register_profile("no-shrink", phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 # -- Spark (issue 6) ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Session aggregates from ``--agg`` specs (``sum:value``, ``count``, ``min:x``, ``max:x``, ``avg:x``):
+"""Session aggregates from ``--agg`` specs (``sum:value``, ``count``, ``min:x``, ``max:x``, ``avg:x``,
+``first:x``, ``last:x``):
 parsing, the incremental AggregateFunction over input rows, and the output column types."""
 
 from __future__ import annotations
@@ -6,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from ..descriptors import AggregateFunction
+from ..descriptors import ColumnarAggregate
 
-KINDS = ("sum", "count", "min", "max", "avg")
+KINDS = ("sum", "count", "min", "max", "avg", "first", "last")
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ def parse_aggs(specs: Iterable[str]) -> list[Agg]:
         kind, _, column = spec.partition(":")
         kind, column = kind.strip().lower(), column.strip()
         if kind not in KINDS or (kind == "count") != (not column):
-            raise ValueError(f"--agg {spec!r}: expected count or KIND:COLUMN with KIND one of sum, min, max, avg")
+            raise ValueError(f"--agg {spec!r}: expected count or KIND:COLUMN with KIND one of sum, min, max, avg, first, last")
         aggs.append(Agg(kind, column or None))
     names = [a.name for a in aggs]
     if len(set(names)) != len(names):
@@ -38,9 +39,10 @@ def parse_aggs(specs: Iterable[str]) -> list[Agg]:
     return aggs
 
 
-class RowAggregate(AggregateFunction):
+class RowAggregate(ColumnarAggregate):
     """SQL-style aggregates over row tuples: ``count`` counts rows; the others skip null values
-    (and are null when a session has none)."""
+    (and are null when a session has none); ``first``/``last`` keep the first/last non-null value in
+    the order the rows were added (order-sensitive: they are not commutative)."""
 
     def __init__(self, aggs: list[tuple[str, int | None]]) -> None:
         self.aggs = aggs  # (kind, index of the column in the row)
@@ -64,14 +66,16 @@ class RowAggregate(AggregateFunction):
             if kind == "avg":
                 cur[0] += v
                 cur[1] += 1
+            elif kind == "last":
+                accumulator[i] = v
             elif cur is None:
                 accumulator[i] = v
             elif kind == "sum":
                 accumulator[i] = cur + v
             elif kind == "min":
                 accumulator[i] = v if v < cur else cur
-            else:
-                accumulator[i] = v if v > cur else cur
+            elif kind == "max":
+                accumulator[i] = v if v > cur else cur  # "first" keeps what it has
         return accumulator
 
     def accumulate(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> list[list]:
@@ -91,6 +95,8 @@ class RowAggregate(AggregateFunction):
                 per_agg.append(self._fold(kind, columns[pos], order.tolist(), starts.tolist(), ends.tolist()))
             elif kind == "avg":
                 per_agg.append([[s, n] for s, n in zip(np.add.reduceat(values, starts).tolist(), (ends - starts).tolist())])
+            elif kind in ("first", "last"):
+                per_agg.append(values[starts if kind == "first" else ends - 1].tolist())
             else:
                 ufunc = np.add if kind == "sum" else (np.minimum if kind == "min" else np.maximum)
                 per_agg.append(ufunc.reduceat(values, starts).tolist())
@@ -115,6 +121,8 @@ class RowAggregate(AggregateFunction):
                 out.append(a + b if kind == "count" else [a[0] + b[0], a[1] + b[1]])
             elif a is None or b is None:
                 out.append(b if a is None else a)
+            elif kind in ("first", "last"):
+                out.append(a if kind == "first" else b)
             else:
                 out.append(a + b if kind == "sum" else (min(a, b) if kind == "min" else max(a, b)))
         return out

@@ -20,11 +20,11 @@ sys.path.insert(0, {support!r})
 import user_types  # registers Point under code 42: the writer knows it, the reader will not import it
 from statekit import StateConfig, ValueStateDescriptor
 from statekit.checkpoint import CheckpointStore
-from statekit.operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
+from statekit.operators import ProcessWindowFunction, TumblingEventTimeWindows, WindowOperator
 from statekit.operators.testing import OperatorHarness
 from statekit.testing.contract import SumCount
 
-op = WindowOperator(EventTimeSessionWindows.with_gap(100), function=SumCount())
+op = WindowOperator(TumblingEventTimeWindows.of(1000), function=SumCount())
 h = OperatorHarness(op, StateConfig(backend={backend!r}, local_dir={local!r}))
 h.open()
 h.process_batch([("u1", 5, 1_000), ("u1", 7, 1_050), ("u2", 1, 3_000)])

@@ -8,9 +8,8 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from statekit.operators import (DynamicEventTimeSessionWindows, EventTimeSessionWindows, EventTimeTrigger,
-                                KeyedProcessOperator, WindowOperator)
-from tests.operators_support import CountWithTimer, KeyedWindowResult, ListAgg, fresh_stretch, make_harness, per_key, window_variants
+from statekit.operators import KeyedProcessOperator
+from tests.operators_support import CountWithTimer, fresh_stretch, make_harness, per_key, window_variants
 
 VARIANTS = window_variants()
 EPOCHS = st.lists(
@@ -71,65 +70,6 @@ def test_keyed_process_batch_equals_one_by_one(backend_name, tmp_path):
     batch.process_watermark(1000)
     assert per_key(batch.output()) == per_key(one.output())
     assert one.num_entries() == 0 and batch.num_entries() == 0
-
-
-class GenericEventTimeTrigger(EventTimeTrigger):
-    """EventTimeTrigger under another type: the operator then takes its generic (unfused) path."""
-
-
-def _state_of(h) -> tuple:
-    snap = h.backend.snapshot_logical()
-    states = {name: sorted(map(repr, s["entries"])) for name, s in snap["states"].items()}
-    timers = {name: (t["event"], t["processing"]) for name, t in snap["timers"].items()}
-    return states, timers
-
-
-SESSION_CASES = {
-    "fixed-gap-lateness-reduce": lambda trigger: WindowOperator(
-        EventTimeSessionWindows.with_gap(10), function=lambda a, b: a + b,
-        trigger=trigger, allowed_lateness=7),
-    "dynamic-gap-agg-window-function": lambda trigger: WindowOperator(
-        DynamicEventTimeSessionWindows.with_dynamic_gap(lambda v: 3 + v[1] % 9),
-        function=ListAgg(), window_function=KeyedWindowResult(fold=True), trigger=trigger, allowed_lateness=4),
-}
-
-
-@pytest.mark.parametrize("case", sorted(SESSION_CASES))
-def test_fused_session_path_equals_generic_path(backend_name, tmp_path, case):
-    make = SESSION_CASES[case]
-    fused_op, generic_op = make(EventTimeTrigger()), make(GenericEventTimeTrigger())
-    assert fused_op._sessions_fast and not generic_op._sessions_fast
-    fused = make_harness(fused_op, backend_name, tmp_path)
-    generic = make_harness(generic_op, backend_name, tmp_path)
-    examples = itertools.count()
-
-    @settings(max_examples=40 if backend_name == "heap" else 15, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
-    @given(epochs=EPOCHS)
-    def check(epochs):
-        n = next(examples)
-        wm = fused.operator.current_watermark()
-        wm = 1000 if wm < 0 else wm + 1000
-        for h in (fused, generic):
-            h.process_watermark(wm)
-        ids = itertools.count()
-        for records, advance in epochs:
-            recs = [(f"e{n}k{k}", (f"e{n}k{k}", next(ids)), wm + dt) for k, dt in records]
-            wm += advance
-            for h in (fused, generic):
-                h.process_batch(recs)
-            assert fused.output() == generic.output()
-            assert _state_of(fused) == _state_of(generic)
-            for h in (fused, generic):
-                h.process_watermark(wm)
-            assert fused.output() == generic.output()
-            assert fused.side_output("late") == generic.side_output("late")
-        for h in (fused, generic):
-            h.process_watermark(wm + 500)
-        assert fused.output() == generic.output()
-        assert fused.num_entries() == generic.num_entries() == 0
-
-    check()
 
 
 def _grouped_by_first_appearance(records: list, keys_in_order: list) -> list:

@@ -1,6 +1,12 @@
-"""``WindowOperator.process_columns``: an epoch as columns gives exactly what ``process_batch`` of the
-same records gives (output, late and invalid side outputs, metrics, state and timers), on every
-backend; its vectorized session path and ``RowAggregate.accumulate`` are checked piece by piece."""
+"""The session engine (``operators.session_engine``) against the window operator's generic record path.
+
+Event-time sessions with the EventTimeTrigger and an incremental function go through the engine,
+fed as columns (``process_columns``) or records (``process_batch``); the same operator with
+``session_engine=False`` takes the generic path (MergingWindowSet, one record at a time). Both
+must give the same results in the same order, the same late and invalid outputs and metrics, and
+leave nothing behind, on every backend: order-sensitive functions (first/last, concatenation),
+merges that bridge stored sessions, out-of-order keys and late-but-allowed re-fires included.
+"""
 
 from __future__ import annotations
 
@@ -10,44 +16,47 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from statekit.operators import EventTimeSessionWindows, WindowOperator
-from statekit.operators.columns import factorize, session_segments
-from statekit.operators.testing import OperatorHarness
 from statekit import StateConfig
 from statekit.jobs.aggregates import RowAggregate
-from tests.operators_support import fresh_stretch
+from statekit.operators import EventTimeSessionWindows, WindowOperator
+from statekit.operators.columns import factorize, session_runs
+from statekit.operators.testing import OperatorHarness
+from tests.operators_support import Concat, KeyedWindowResult, fresh_stretch
 
 GAP = 10
-AGGS = [("sum", 1), ("count", None), ("min", 1), ("max", 1), ("avg", 1)]
-WIDE = [(kind, pos) for pos in (1, 2, 3) for kind in ("sum", "min", "max", "avg")] + [("count", None)]
+WIDE = [(kind, pos) for pos in (1, 2, 3) for kind in ("sum", "min", "max", "avg", "first", "last")] + [("count", None)]
 KEYS = st.sampled_from(["a", "b", "c", 1, 2, (3, "x")])
 HALVES = st.one_of(st.just(-0.0), st.integers(-50, 50).map(lambda x: x / 2))  # exact sums in any order
-# rows (key, nullable int, int, float): the columns without nulls take the numpy reductions
+# rows (key, time offset, nullable int, int, float); offsets below the watermark make late records
 EPOCHS = st.lists(st.tuples(
-    st.lists(st.tuples(KEYS, st.integers(-15, 40), st.one_of(st.none(), st.integers(-50, 50)),
+    st.lists(st.tuples(KEYS, st.integers(-25, 40), st.one_of(st.none(), st.integers(-50, 50)),
                        st.integers(-50, 50), HALVES), max_size=30),
-    st.integers(0, 25)), min_size=1, max_size=6)
+    st.booleans(), st.integers(0, 25)), min_size=1, max_size=6)
 
 
-def harness(backend: str, tmp_path, lateness: int, name: str, aggs: list = AGGS) -> OperatorHarness:
-    op = WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate(aggs), allowed_lateness=lateness,
-                        late_output_tag="late", invalid_output_tag="invalid")
+def concat(a: str, b: str) -> str:
+    return a + b
+
+
+FUNCTIONS = {
+    "row-aggregate": lambda: (RowAggregate(WIDE), None),
+    "concat": lambda: (Concat(), None),
+    "reduce": lambda: (concat, None),
+    "window-function": lambda: (RowAggregate([("first", 1), ("last", 1), ("count", None)]), KeyedWindowResult()),
+}
+
+
+def operator(function: str, lateness: int, reference: bool) -> WindowOperator:
+    fn, window_fn = FUNCTIONS[function]()
+    return WindowOperator(EventTimeSessionWindows.with_gap(GAP), fn, window_function=window_fn,
+                          session_engine=not reference, allowed_lateness=lateness,
+                          late_output_tag="late", invalid_output_tag="invalid")
+
+
+def harness(op: WindowOperator, backend: str, tmp_path, name: str) -> OperatorHarness:
     h = OperatorHarness(op, StateConfig(backend=backend, local_dir=str(tmp_path / name)))
     h.open()
     return h
-
-
-def state(h: OperatorHarness) -> dict:
-    """The backend's logical snapshot with entries in a canonical order (insertion order may differ)."""
-    snap = h.backend.snapshot_logical()
-    for s in snap["states"].values():
-        s["entries"] = sorted(s["entries"], key=repr)
-    return snap
-
-
-def canonical(records: list) -> str:
-    """Records in a canonical order, as text: 1 and 1.0, 0.0 and -0.0 differ."""
-    return repr(sorted(records, key=repr))
 
 
 def columns_of(records: list[tuple]) -> tuple[list, np.ndarray, list[list]]:
@@ -56,89 +65,87 @@ def columns_of(records: list[tuple]) -> tuple[list, np.ndarray, list[list]]:
     return keys, np.array([t for _, _, t in records], dtype=np.int64), cols
 
 
+def value_of(function: str, key: object, n: int, values: tuple) -> object:
+    """A record's value for ``function``: a row for RowAggregate, a string for the order-revealing ones."""
+    if function in ("row-aggregate", "window-function"):
+        return (key, *values)
+    return f"{values[1]};"
+
+
+@pytest.mark.parametrize("function", list(FUNCTIONS))
 @pytest.mark.parametrize("lateness", [0, 7])
-def test_columns_equal_batch(backend_name, tmp_path, lateness):
-    batch = harness(backend_name, tmp_path, lateness, "batch", WIDE)
-    cols = harness(backend_name, tmp_path, lateness, "cols", WIDE)
+def test_engine_equals_record_path(backend_name, tmp_path, function, lateness):
+    engine = harness(operator(function, lateness, False), backend_name, tmp_path, "engine")
+    reference = harness(operator(function, lateness, True), backend_name, tmp_path, "reference")
+    assert engine.operator._sessions is not None and reference.operator._sessions is None
+    as_columns = function in ("row-aggregate", "window-function")
     examples = itertools.count()
 
-    @settings(max_examples=60 if backend_name == "heap" else 30, deadline=None,
+    @settings(max_examples=40 if backend_name == "heap" else 20, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     @given(epochs=EPOCHS)
     def check(epochs):
         n = next(examples)
-        wm = fresh_stretch(batch, cols)
-        for records, advance in epochs:
-            recs = [((n, k), ((n, k), *values), wm + dt) for k, dt, *values in records]
-            batch.process_batch(recs)
-            cols.process_columns(*columns_of(recs))
+        wm = fresh_stretch(engine, reference)
+        for records, in_time_order, advance in epochs:
+            recs = [((n, k), value_of(function, (n, k), n, tuple(values)), wm + dt) for k, dt, *values in records]
+            if in_time_order:
+                recs.sort(key=lambda r: r[2])  # as the Spark tasks feed it: the run path
+            reference.process_batch(recs)
+            if as_columns:
+                engine.process_columns(*columns_of(recs))
+            else:
+                engine.process_batch(recs)
+            assert repr(engine.output()) == repr(reference.output())
             wm += advance
-            for h in (batch, cols):
+            for h in (engine, reference):
                 h.process_watermark(wm)
-            assert canonical(cols.output()) == canonical(batch.output())
-            assert repr(cols.side_output("late")) == repr(batch.side_output("late"))
-            assert cols.metrics == batch.metrics
-            assert repr(state(cols)) == repr(state(batch))
-        for h in (batch, cols):
+            assert repr(engine.output()) == repr(reference.output())
+            assert repr(engine.side_output("late")) == repr(reference.side_output("late"))
+            assert engine.metrics == reference.metrics
+        for h in (engine, reference):
             h.process_watermark(wm + 500)
-        assert canonical(cols.output()) == canonical(batch.output())
-        assert cols.num_entries() == batch.num_entries() == 0
+        assert repr(engine.output()) == repr(reference.output())
+        assert engine.num_entries() == reference.num_entries() == 0
 
     check()
-    batch.close()
-    cols.close()
+    engine.close()
+    reference.close()
 
 
-def test_bridging_touching_and_separate_segments(backend_name, tmp_path):
-    """Stored sessions [100, 110) and [125, 135); one epoch adds 110 (touches the first: merges), 118
-    (bridges both), 200 and 211 (gap + 1 apart: two sessions), both paths leave the same state."""
-    hs = [harness(backend_name, tmp_path, 0, name) for name in ("batch", "cols")]
-    first = [("k", ("k", 1), 100), ("k", ("k", 2), 125)]
-    second = [("k", ("k", 3), 110), ("k", ("k", 4), 118), ("k", ("k", 5), 200), ("k", ("k", 6), 211)]
-    hs[0].process_batch(first)
-    hs[1].process_columns(*columns_of(first))
-    hs[0].process_batch(second)
-    hs[1].process_columns(*columns_of(second))
-    assert state(hs[0]) == state(hs[1])
+def test_bridging_merge_keeps_the_order_of_contents(backend_name, tmp_path):
+    """Stored sessions [100, 110) and [125, 135); an epoch adds 110 (touches the first), 118 (bridges
+    both), 200 and 211 (gap + 1 apart: two sessions). Concatenation shows the order of contents: the
+    first session, 110, then the second merged in, then 118, as one-by-one processing has it."""
+    hs = [harness(operator("concat", 0, ref), backend_name, tmp_path, f"h{ref}") for ref in (False, True)]
+    first = [("k", "1;", 100), ("k", "2;", 125)]
+    second = [("k", "3;", 110), ("k", "4;", 118), ("k", "5;", 200), ("k", "6;", 211)]
     for h in hs:
+        h.process_batch(first)
+        h.process_batch(second)
         h.process_watermark(10_000)
-    expected = [((1 + 2 + 3 + 4, 4, 1, 4, 2.5), 134), ((5, 1, 5, 5, 5.0), 209), ((6, 1, 6, 6, 6.0), 220)]
-    assert sorted(hs[0].output()) == sorted(hs[1].output()) == sorted(expected)
+    expected = [("1;3;2;4;", 134), ("5;", 209), ("6;", 220)]
+    assert hs[0].output() == hs[1].output() == expected
     for h in hs:
         h.close()
 
 
-def test_records_that_could_be_late_keep_the_record_path(backend_name, tmp_path):
-    """A key with one record behind the watermark goes through ``process_batch`` (late output, in order);
-    a None key and an unhashable key land in the invalid output like there."""
-    hs = [harness(backend_name, tmp_path, 0, name) for name in ("batch", "cols")]
+def test_late_and_invalid_records(backend_name, tmp_path):
+    """Behind the watermark: a record no session takes is late; a None key, a NaN key and a float
+    timestamp are refused with their reasons, in the order the generic path refuses them."""
+    hs = [harness(operator("concat", 0, ref), backend_name, tmp_path, f"h{ref}") for ref in (False, True)]
     for h in hs:
         h.process_watermark(100)
-    recs = [("late", ("late", 1), 50), ("late", ("late", 2), 200), ("ok", ("ok", 3), 150), (None, (None, 4), 150)]
-    hs[0].process_batch(recs)
-    hs[1].process_columns(*columns_of(recs))
-    assert hs[1].side_output("late") == hs[0].side_output("late") == [(("late", 1), 50)]
-    assert [r.reason for r, _ in hs[1].side_output("invalid")] == [r.reason for r, _ in hs[0].side_output("invalid")]
-    assert hs[1].metrics == hs[0].metrics and state(hs[0]) == state(hs[1])
-    unhashable = [(["x"], (["x"], 1), 300)]
-    hs[1].process_columns(*columns_of(unhashable))
-    assert "not hashable" in hs[1].side_output("invalid")[0][0].reason
+    recs = [("late", "1;", 50), (None, "2;", 500), ("ok", "3;", 150), (float("nan"), "4;", 50), ("ok", "5;", 1.5)]
     for h in hs:
-        h.close()
-
-
-def test_bad_keys_keep_their_order_in_the_invalid_output(backend_name, tmp_path):
-    """A None key whose records are all on time and a NaN key with a late record (record path) are
-    refused in the order ``process_batch`` refuses them: by their first record."""
-    hs = [harness(backend_name, tmp_path, 0, name) for name in ("batch", "cols")]
-    for h in hs:
-        h.process_watermark(100)
-    recs = [(None, (None, 1), 500), (float("nan"), ("nan", 2), 50), ("ok", ("ok", 3), 500)]
-    hs[0].process_batch(recs)
-    hs[1].process_columns(*columns_of(recs))
-    refused = [[r.value for r, _ in h.side_output("invalid")] for h in hs]
-    assert refused[1] == refused[0] == [(None, 1), ("nan", 2)]
-    assert hs[1].metrics == hs[0].metrics and state(hs[0]) == state(hs[1])
+        h.process_batch(recs)
+    assert hs[0].side_output("late") == hs[1].side_output("late") == [("1;", 50)]
+    refused = [[(r.value, r.field) for r, _ in h.side_output("invalid")] for h in hs]
+    assert refused[0] == refused[1] == [("5;", "timestamp"), ("2;", "key"), ("4;", "key")]
+    assert hs[0].metrics == hs[1].metrics
+    unhashable = [(["x"], ("x", 1), 300)]
+    hs[0].process_columns(*columns_of(unhashable))
+    assert "not hashable" in hs[0].side_output("invalid")[0][0].reason
     for h in hs:
         h.close()
 
@@ -162,11 +169,14 @@ def test_accumulate_equals_folding_add(column):
         assert [type(x) for x in acc] == [type(x) for x in expected]
 
 
-def test_session_segments_cut_on_key_and_gap():
+def test_runs_cut_on_key_gap_and_stored_sessions():
     codes, distinct = factorize(["a", "b", "a", "a", "b", "a"])
     assert distinct == ["a", "b"] and codes.tolist() == [0, 1, 0, 0, 1, 0]
     ts = np.array([0, 5, 10, 21, 30, 10])
-    seg = session_segments(codes, ts, np.arange(6), gap=10)
+    runs = session_runs(codes, ts, np.arange(6), 10, np.array([], np.int64), np.array([], np.int64), np.array([], np.int64))
     # a: 0, 10, 10 (ties keep row order: row 2 before row 5), then 21 (> gap after 10); b: 5, then 30
-    assert seg.order.tolist() == [0, 2, 5, 3, 1, 4]
-    assert (seg.codes, seg.lows, seg.highs, seg.counts) == ([0, 0, 1, 1], [0, 21, 5, 30], [20, 31, 15, 40], [3, 1, 1, 1])
+    assert runs.order.tolist() == [0, 2, 5, 3, 1, 4]
+    assert (runs.codes, runs.firsts, runs.lasts, runs.counts) == ([0, 0, 1, 1], [0, 21, 5, 30], [10, 21, 5, 30], [3, 1, 1, 1])
+    # a stored session of "a" reachable from 8 to 12 starts a run at a's first record in [8, 12] (row 2)
+    runs = session_runs(codes, ts, np.arange(6), 10, np.array([0]), np.array([8]), np.array([12]))
+    assert (runs.codes, runs.firsts, runs.counts) == ([0, 0, 0, 1, 1], [0, 10, 21, 5, 30], [1, 2, 1, 1, 1])

@@ -73,8 +73,13 @@ def test_committed_state_as_dataframe(spark, sample, tmp_path):
     out = tmp_path / "out"
     sessionize(spark, input=str(d), output=str(out), key="user_id", time="ts_ms", gap=GAP, watermark_delay=DELAY,
                aggs=["sum:value", "count"], backend="heap", partitions=2)  # no final: sessions stay open in the checkpoint
-    df = read_state_df(spark, str(out / "_checkpoint"), "sessionize", "window-contents")
+    df = read_state_df(spark, str(out / "_checkpoint"), "sessionize", "sessions")
     assert set(df.columns) == {"key_group", "key", "namespace", "value", "ttl_timestamp"}
-    keys = {r["key"] for r in df.select("key").collect()}
+    rows = df.collect()
+    keys = {r["key"] for r in rows}
     open_users = {r[0] for r in sessionize_reference(clicks, 30_000)} - {r[0] for r in output_rows(spark, out)}
     assert open_users <= keys and len(keys) > 0
+    # one value per key: [timer, start, end, [sum, count], ...], the open sessions next to their accumulators
+    opened = {(r[0], r[1], r[2]) for r in sessionize_reference(clicks, 30_000)} - {tuple(r[:3]) for r in output_rows(spark, out)}
+    stored = {(r["key"], v[i], v[i + 1]) for r in rows for v in [json.loads(r["value"])] for i in range(1, len(v), 3)}
+    assert all(r["namespace"] is None for r in rows) and stored == opened

@@ -1,0 +1,340 @@
+"""Event-time session windows an epoch at a time: Flink's ``WindowOperator`` with the
+``EventTimeTrigger`` and an incremental function (aggregate or reduce), computed in bulk.
+
+State is one value per key in the void namespace, ``[timer, start0, end0, acc0, start1, ...]``:
+the key's open sessions in time order, each next to its accumulator, and the one event-time
+timer the key holds (the earliest fire or cleanup among its sessions, or None). So a key costs
+one read and one write per epoch and one timer: an epoch reads every touched key in one batched
+call, merges its records into the sessions, writes every key back in one call and moves the
+timers in bulk; a watermark takes every due timer at once, fires and cleans the due sessions and
+writes their keys back.
+
+Records are cut with numpy into runs (``operators.columns``) whose contents are aggregated in one
+vectorized pass when the function has ``accumulate``. Keys with records out of time order, or
+with a record whose own window is not after the watermark (late, or firing at once), take
+one-record runs in arrival order instead. Either way the merges, contents (order-sensitive
+functions included), results, late records and timers equal one-by-one processing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, ValueState
+
+from .columns import factorize, out_of_order_keys, session_runs
+from .gc_pause import gc_paused
+from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
+from .windows import TimeWindow
+
+SESSIONS_STATE = "sessions"
+
+Fold = Callable[[np.ndarray, np.ndarray], list]
+"""``fold(order, starts)``: one new accumulator per run j, folding ``add`` over rows ``order[starts[j]:starts[j+1]]``."""
+
+
+class SessionSink(Protocol):
+    """What the engine hands back to its operator: results, cleanups, late and invalid records."""
+
+    def fire_session(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
+        """Emit ``window``'s result (stamped ``window.max_timestamp()``)."""
+
+    def clear_session(self, key: Any, window: TimeWindow) -> None:
+        """``window`` is cleaned up (its per-window state goes)."""
+
+    def late_record(self, value: Any, timestamp: int) -> None:
+        """A record no session took, behind the watermark."""
+
+    def invalid_record(self, record: tuple, field: str, reason: str) -> None:
+        """A record with a bad key or timestamp."""
+
+
+class SessionEngine:
+    """Sessions with gap ``gap`` and ``lateness`` of one operator, stored in ``state``, timed by ``timers``."""
+
+    def __init__(self, gap: int, lateness: int, backend: KeyedStateBackend, state: ValueState,
+                 timers: InternalTimerService, sink: SessionSink, add: Callable[[Any, Any], Any],
+                 merge: Callable[[Any, Any], Any], metrics: dict[str, int], clears: bool) -> None:
+        self.gap = gap
+        self.lateness = lateness
+        self._backend = backend
+        self._state = state
+        self._timers = timers
+        self._sink = sink
+        self._add = add            # add(value, acc_or_None) -> acc
+        self._merge = merge        # merge(a, b) -> acc (b after a)
+        self._metrics = metrics
+        self._clears = clears
+
+    # -- rules ---------------------------------------------------------------------------------
+    def _cleanup(self, end: int) -> int:
+        """When a session ending at ``end`` is dropped: its last timestamp plus the allowed lateness."""
+        return min(end - 1 + self.lateness, MAX_TIMESTAMP)
+
+    def _next_timer(self, sessions: list, wm: int) -> int | None:
+        """The one timer a key needs: its earliest pending fire (end - 1 after the watermark) or cleanup."""
+        best = None
+        for s in sessions:
+            t = s[1] - 1
+            if t <= wm:
+                t = self._cleanup(s[1])
+                if t == MAX_TIMESTAMP:
+                    continue
+            if best is None or t < best:
+                best = t
+        return best
+
+    @staticmethod
+    def _decode(cell: Any) -> tuple[int | None, list]:
+        if cell is None:
+            return None, []
+        it = iter(cell)
+        timer = next(it)
+        return timer, [[s, e, acc] for s, e, acc in zip(it, it, it)]
+
+    @staticmethod
+    def _encode(timer: int | None, sessions: list) -> list | None:
+        if not sessions:
+            return None
+        cell = [timer]
+        for s in sessions:
+            cell += s
+        return cell
+
+    # -- an epoch's records --------------------------------------------------------------------
+    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None) -> None:
+        """The epoch's records at the current watermark: record i is ``(keys[i], value_of(i), timestamps[i])``;
+        ``fold`` (when given) aggregates runs of rows in one pass."""
+        if len(keys):
+            with gc_paused():
+                self._process(keys, timestamps, value_of, fold)
+
+    def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None) -> None:
+        ts, good, problems = self._timestamps(timestamps)
+        codes, distinct = self._codes(keys, good, problems)
+        for r in sorted(problems):
+            field, reason = problems[r]
+            self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)
+        resolved, refused = self._backend.resolve_keys(distinct)
+        wm = self._timers.current_watermark()
+        rows = np.flatnonzero(good)
+        c, t = codes[rows], ts[rows]
+        slow = np.zeros(len(distinct), dtype=bool)
+        slow[c[t + (self.gap - 1) <= wm]] = True
+        slow[out_of_order_keys(c, t)] = True
+        slow[list(refused)] = True
+        touched = [i for i in range(len(distinct)) if i not in refused]
+        cells = dict(zip(touched, self._state.get_internal_many([resolved[i] for i in touched])))
+        per_key = np.bincount(c, minlength=len(distinct))
+        self._metrics["records_in"] += int(per_key.sum()) - sum(int(per_key[i]) for i in refused)
+        old_timers: dict[int, int | None] = {}
+        new_cells: dict[int, list] = {}
+        slow_codes = np.flatnonzero(slow)
+        if len(slow_codes):
+            by_key = rows[np.argsort(c, kind="stable")]
+            bounds = np.concatenate(([0], np.cumsum(per_key))).tolist()
+            # keys that may emit: in order of first appearance, each in arrival order
+            for i in slow_codes.tolist():
+                key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()
+                if i in refused:
+                    reason = str(refused[i])
+                    for r in key_rows:
+                        self._sink.invalid_record((keys[r], value_of(r), int(ts[r])), "key", reason)
+                    continue
+                old_timers[i], sessions = self._decode(cells[i])
+                key = distinct[i]
+                for r in key_rows:
+                    self._record(key, sessions, int(ts[r]), value_of(r), wm)
+                new_cells[i] = sessions
+        fast_rows = rows[~slow[c]]
+        if len(fast_rows):
+            self._runs(codes, ts, fast_rows, cells, value_of, fold, old_timers, new_cells)
+        self._store(resolved, new_cells, old_timers, wm)
+
+    @staticmethod
+    def _timestamps(timestamps: Any) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
+        """int64 timestamps, which rows have a valid one, and why the others do not."""
+        if isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "i":
+            ts = timestamps.astype(np.int64, copy=False)
+            good = (ts >= MIN_EVENT_TIMESTAMP) & (ts <= MAX_EVENT_TIMESTAMP)
+            problems = {r: ("timestamp", timestamp_problem(int(ts[r]))) for r in np.flatnonzero(~good).tolist()}
+            return ts, good, problems
+        values = timestamps.tolist() if isinstance(timestamps, np.ndarray) else timestamps
+        problems = {r: ("timestamp", p) for r, v in enumerate(values) if (p := timestamp_problem(v)) is not None}
+        good = np.ones(len(values), dtype=bool)
+        good[list(problems)] = False
+        ts = np.fromiter((v if r not in problems else 0 for r, v in enumerate(values)), np.int64, len(values))
+        return ts, good, problems
+
+    @staticmethod
+    def _codes(keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, list]:
+        """Key codes of the rows in order of first appearance; an unhashable key's rows join ``problems``."""
+        if not problems:
+            try:
+                return factorize(keys)
+            except TypeError:
+                pass
+        index: dict[Any, int] = {}
+        codes = np.zeros(len(keys), dtype=np.int64)
+        for r, k in enumerate(keys):
+            if not good[r]:
+                continue
+            try:
+                codes[r] = index.setdefault(k, len(index))
+            except TypeError:
+                good[r] = False
+                problems[r] = ("key", f"key of type {type(k).__name__} is not hashable (use a tuple, not a list)")
+        return codes, list(index)
+
+    def _record(self, key: Any, sessions: list, t: int, value: Any, wm: int) -> None:
+        """One record, as one-by-one processing sees it: merge, add, and fire at once or drop when late."""
+        gap = self.gap
+        hits = [s for s in sessions if s[0] <= t + gap and s[1] >= t]
+        if not hits:
+            if self._cleanup(t + gap) <= wm:
+                self._sink.late_record(value, t)
+                return
+            target = [t, t + gap, self._add(value, None)]
+            sessions.append(target)
+            sessions.sort(key=_start)
+        else:
+            target = self._merge_hits(sessions, hits, t, t + gap)
+            target[2] = self._add(value, target[2])
+        if target[1] - 1 <= wm:
+            self._sink.fire_session(key, TimeWindow(target[0], target[1]), target[2])
+
+    def _merge_hits(self, sessions: list, hits: list, lo: int, hi: int) -> list:
+        """Merge the sessions ``hits`` (in time order) and the window [lo, hi) into the first hit, as
+        Flink's MergingWindowSet does: the others' contents merged in order, then into the first."""
+        target = hits[0]
+        if len(hits) > 1:
+            merged = hits[1][2]
+            for h in hits[2:]:
+                merged = self._merge(merged, h[2])
+            target[2] = self._merge(target[2], merged)
+            for h in hits[1:]:
+                sessions.remove(h)
+        target[0] = min(lo, target[0])
+        target[1] = max(hi, hits[-1][1])
+        return target
+
+    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict,
+              value_of: Callable[[int], Any], fold: Fold | None, old_timers: dict, new_cells: dict) -> None:
+        """Keys whose records are in time order and all after the watermark: merged run by run."""
+        gap = self.gap
+        stored: dict[int, list] = {}
+        tc, lo, hi = [], [], []
+        for code in np.unique(codes[rows]).tolist():
+            old_timers[code], sessions = self._decode(cells[code])
+            stored[code] = sessions
+            for s in sessions:
+                tc.append(code)
+                lo.append(s[0] - gap)
+                hi.append(s[1])
+        runs = session_runs(codes, ts, rows, gap, np.array(tc, np.int64), np.array(lo, np.int64), np.array(hi, np.int64))
+        accs = fold(runs.order, runs.starts) if fold is not None else None
+        order, starts = runs.order, runs.starts
+        add, merge = self._add, self._merge
+        ends = np.append(starts[1:], len(order)).tolist() if accs is None else None
+        starts_l = starts.tolist() if accs is None else None
+        order_l = order.tolist() if accs is None else None
+        codes_, firsts, lasts = runs.codes, runs.firsts, runs.lasts
+        j, n = 0, len(codes_)
+        while j < n:
+            code = codes_[j]
+            sessions = stored[code]
+            while j < n and codes_[j] == code:
+                t0, tl = firsts[j], lasts[j]
+                hits = [s for s in sessions if s[0] <= t0 + gap and s[1] >= t0]
+                if hits:
+                    target = self._merge_hits(sessions, hits, t0, tl + gap)
+                    acc = target[2]
+                else:
+                    target = [t0, tl + gap, None]
+                    sessions.append(target)
+                    sessions.sort(key=_start)
+                    acc = None
+                if accs is not None:
+                    acc = accs[j] if acc is None else merge(acc, accs[j])
+                else:
+                    for r in order_l[starts_l[j]:ends[j]]:
+                        acc = add(value_of(r), acc)
+                target[2] = acc
+                j += 1
+            new_cells[code] = sessions
+
+    def _store(self, resolved: list, new_cells: dict, old_timers: dict, wm: int) -> None:
+        """Write every touched key once and move its timer."""
+        codes = list(new_cells)
+        scopes = [resolved[i] for i in codes]
+        values, drop, drop_at, add, add_at = [], [], [], [], []
+        for code, scope in zip(codes, scopes):
+            sessions = new_cells[code]
+            timer = self._next_timer(sessions, wm)
+            old = old_timers.get(code)
+            if timer != old:
+                if old is not None:
+                    drop.append(scope)
+                    drop_at.append(old)
+                if timer is not None:
+                    add.append(scope)
+                    add_at.append(timer)
+            values.append(self._encode(timer, sessions))
+        self._state.update_internal_many(scopes, values)
+        if drop:
+            self._timers.delete_event_time_timers(drop, None, drop_at)
+        if add:
+            self._timers.register_event_time_timers(add, None, add_at)
+
+    # -- a watermark ---------------------------------------------------------------------------
+    def advance(self, watermark: int) -> None:
+        """Fire and clean every session due at ``watermark``, in timer order (time, key group, key)."""
+        if watermark > self._timers.current_watermark():
+            with gc_paused():
+                self._advance(watermark)
+
+    def _advance(self, watermark: int) -> None:
+        previous = self._timers.current_watermark()
+        due = self._timers.take_due_event_time(watermark)
+        if not due:
+            return
+        resolved, refused = self._backend.resolve_keys([d.key for d in due])
+        if refused:  # a stored timer always has a valid key
+            raise RuntimeError(f"timer of an invalid key: {next(iter(refused.values()))}")
+        cells = self._state.get_internal_many(resolved)
+        actions = []
+        new_cells: dict[int, list] = {}
+        for i, (scope, cell) in enumerate(zip(resolved, cells)):
+            key, kg, kb = scope
+            _, sessions = self._decode(cell)
+            keep = []
+            for s in sessions:
+                max_ts = s[1] - 1
+                if previous < max_ts <= watermark:
+                    actions.append((max_ts, kg, kb, 0, key, s))
+                cleanup = self._cleanup(s[1])
+                if cleanup <= watermark and cleanup != MAX_TIMESTAMP:
+                    if self._clears:
+                        actions.append((cleanup, kg, kb, 1, key, s))
+                else:
+                    keep.append(s)
+            new_cells[i] = keep
+        self._store(resolved, new_cells, {}, watermark)
+        actions.sort(key=_action_order)
+        sink = self._sink
+        for _, _, _, kind, key, s in actions:
+            window = TimeWindow(s[0], s[1])
+            if kind == 0:
+                sink.fire_session(key, window, s[2])
+            else:
+                sink.clear_session(key, window)
+
+
+def _start(session: list) -> int:
+    return session[0]
+
+
+def _action_order(action: tuple) -> tuple:
+    return action[:4]
