@@ -10,14 +10,17 @@ from pathlib import Path
 from . import PARTS
 
 
-def run_parts(parts: list[str], quick: bool, out_dir: Path) -> dict[str, dict]:
+def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default") -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
+    if scale != "default" and parts != ["spark"]:
+        raise SystemExit(f"--scale {scale} applies to the spark part only: statekit bench spark --scale {scale}")
     written = {}
     for part in parts:
         if part not in PARTS:
             raise SystemExit(f"unknown bench part {part!r}; valid: {', '.join(PARTS)}, all")
         t0 = time.perf_counter()
-        report = importlib.import_module(PARTS[part]).run(quick=quick)
+        module = importlib.import_module(PARTS[part])
+        report = module.run(quick=quick, scale=scale) if scale != "default" else module.run(quick=quick)
         paths = report.write(out_dir)
         print(f"[{part}] {time.perf_counter() - t0:.1f}s -> {', '.join(str(p) for p in paths.values())}")
         print(report.to_markdown())
@@ -30,6 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("parts", nargs="*", default=["all"], help=f"parts to run: {', '.join(PARTS)} or all")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
+    ap.add_argument("--scale", choices=["default", "large"], default="default",
+                    help="spark only: large = 5M events of 1M users, heap, rocksdb and Spark native (spark-large.*)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
-    run_parts(parts, args.quick, Path(args.out))
+    run_parts(parts, args.quick, Path(args.out), args.scale)

@@ -240,16 +240,25 @@ def _java_version() -> str:
     return (out.stderr or out.stdout).splitlines()[0]
 
 
-def run(quick: bool = False) -> BenchReport:
-    n_events, files = (20_000, 3) if quick else (1_000_000, 10)
-    user_counts = [2_000] if quick else [10_000, 100_000]
-    rep = BenchReport("spark", params={
+SCALES = {
+    "default": {"events": 1_000_000, "users": [10_000, 100_000], "files": 10, "tws": True},
+    "large": {"events": 5_000_000, "users": [1_000_000], "files": 10, "tws": False},
+}
+"""Sizes of ``statekit bench spark`` (``--scale large``: the large-state case, without the much slower
+transformWithStateInPandas); ``--quick`` shrinks either to a smoke run."""
+
+
+def run(quick: bool = False, scale: str = "default") -> BenchReport:
+    size = SCALES[scale]
+    n_events, files = (20_000, 3) if quick else (size["events"], size["files"])
+    user_counts = [2_000] if quick else size["users"]
+    rep = BenchReport("spark" if scale == "default" else f"spark-{scale}", params={
         "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": MASTER, "partitions": PARTITIONS,
         "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": "parquet",
         "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",
         "trigger": "availableNow, maxFilesPerTrigger=1", "spark_query_budget_s": BUDGET_S, "statekit": "sessionize --mode stream --final",
         "spark_end_of_input": "sentinel event file (see notes)"})
-    variants = [*STATEKIT.values(), NATIVE, TWS]
+    variants = [*STATEKIT.values(), NATIVE, *([TWS] if size["tws"] else [])]
     missing = tws_unavailable()
     if missing:
         rep.params["skipped"] = {TWS: missing}

@@ -1,5 +1,5 @@
 """Session windows through ``WindowOperator.process_batch`` next to a plain sort-and-scan sessionizer,
-and ``process_columns`` next to ``process_batch`` at two key densities.
+and the session engine (fed records or columns) next to the generic record path at two key counts.
 
 A generated clickstream (bounded disorder) is cut into epochs of ~50k records; per epoch the
 operator takes the batch, then the watermark (max event time seen minus the disorder bound), then
@@ -22,8 +22,10 @@ from .common import DISORDER_MS, GAP_MS, SumCount, clicks, progress, rate, run_i
 from .report import BenchReport
 
 EPOCH = 50_000
-DENSE_KEYS = 100
-"""Keys of the dense variant: about 500 records per key and epoch, where segments pay off."""
+KEYS_FULL = (10_000, 1_000_000)
+KEYS_QUICK = (1_000, 10_000)
+"""Key counts of the record path vs engine rows: 10^4 keys (about 5 records per key and epoch at 1M
+events) and 10^6 (about one record per key, most keys new each epoch)."""
 
 
 class SessionRow(ProcessWindowFunction):
@@ -68,9 +70,14 @@ def run_operator(backend: str, n_events: int, n_keys: int) -> dict:
             "late": op.metrics["late_side_output"] + op.metrics["late_dropped"]}
 
 
-def run_columns(backend: str, n_events: int, n_keys: int, as_columns: bool) -> dict:
-    """The sessionize job's operator (``RowAggregate`` sum+count over row tuples) fed each epoch by
-    ``process_batch`` or, as the Spark tasks do, by ``process_columns`` (inputs built before timing)."""
+PATHS = ("record path", "engine, records", "engine, columns")
+"""The generic record path (``session_engine=False``, one record at a time through MergingWindowSet),
+and the session engine fed ``process_batch`` records or ``process_columns`` columns."""
+
+
+def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
+    """The sessionize job's operator (``RowAggregate`` sum+count over row tuples) on one of ``PATHS``,
+    fed epochs sorted by event time as the Spark tasks do (inputs built before timing)."""
     import numpy as np
 
     from statekit.jobs.aggregates import RowAggregate
@@ -79,7 +86,7 @@ def run_columns(backend: str, n_events: int, n_keys: int, as_columns: bool) -> d
     epochs = []
     for i in range(0, len(data), EPOCH):
         part = sorted(data[i:i + EPOCH], key=lambda c: c.ts_ms)  # the Spark tasks sort by event time
-        if as_columns:
+        if path == "engine, columns":
             epochs.append(([c.user_id for c in part], np.array([c.ts_ms for c in part], np.int64),
                            [[c.user_id for c in part], [c.ts_ms for c in part], [c.value for c in part]]))
         else:
@@ -89,12 +96,13 @@ def run_columns(backend: str, n_events: int, n_keys: int, as_columns: bool) -> d
     with tempfile.TemporaryDirectory(prefix="bench-windows-") as tmp:
         b = create_backend(StateConfig(backend=backend, local_dir=tmp))
         out = Output()
-        op = WindowOperator(EventTimeSessionWindows.with_gap(GAP_MS), function=RowAggregate([("sum", 2), ("count", None)]))
+        op = WindowOperator(EventTimeSessionWindows.with_gap(GAP_MS), function=RowAggregate([("sum", 2), ("count", None)]),
+                            session_engine=path != "record path")
         op.open(b, out)
         max_ts = -(1 << 62)
         t0 = time.perf_counter()
         for epoch in epochs:
-            if as_columns:
+            if path == "engine, columns":
                 op.process_columns(*epoch)
                 max_ts = max(max_ts, int(epoch[1].max()))
             else:
@@ -140,19 +148,20 @@ def run(quick: bool = False) -> BenchReport:
     rep.add("peak RSS", unit="MiB", heap=rss["heap"].mib() if "heap" in rss else None,
             rocksdb=rss["rocksdb"].mib() if "rocksdb" in rss else None, baseline=plain_rss.mib(),
             baseline_name="sort-and-scan", notes="whole process, including the generated input")
-    for keys in (n_keys, DENSE_KEYS):
-        got = {(b, c): run_isolated(run_columns, b, n_events, keys, c)[0] for b in available_backends() for c in (False, True)}
+    for keys in (KEYS_QUICK if quick else KEYS_FULL):
+        got = {(b, p): run_isolated(run_path, b, n_events, keys, p)[0] for b in available_backends() for p in PATHS}
         for b in available_backends():
-            if got[(b, True)]["sessions"] != got[(b, False)]["sessions"]:
-                raise AssertionError(f"{b}: process_columns sessions differ from process_batch ({keys} keys)")
-        speed = {(b, c): rate(n_events, got[(b, c)]["seconds"]) for b, c in got}
+            for p in PATHS[1:]:
+                if got[(b, p)]["sessions"] != got[(b, PATHS[0])]["sessions"]:
+                    raise AssertionError(f"{b}: {p} sessions differ from the record path's ({keys} keys)")
+        speed = {k: rate(n_events, r["seconds"]) for k, r in got.items()}
         per_key = n_events / keys / max(1, -(-n_events // EPOCH))
-        for c, label in ((True, "process_columns"), (False, "process_batch")):
-            notes = f"about {per_key:,.0f} records per key and epoch; sum+count RowAggregate; same sessions both ways"
-            if c:
-                notes = ", ".join(f"{b} {speed[(b, True)] / speed[(b, False)]:.1f}x process_batch"
+        for p in PATHS:
+            notes = f"about {per_key:,.1f} records per key and epoch; sum+count RowAggregate; same sessions on every path"
+            if p != PATHS[0]:
+                notes = ", ".join(f"{b} {speed[(b, p)] / speed[(b, PATHS[0])]:.1f}x the record path"
                                   for b in available_backends()) + "; " + notes
-            rep.add(f"{label}, {keys:,} keys", unit="events/s", heap=speed.get(("heap", c)),
-                    rocksdb=speed.get(("rocksdb", c)), notes=notes)
+            rep.add(f"{p}, {keys:,} keys", unit="events/s", heap=speed.get(("heap", p)),
+                    rocksdb=speed.get(("rocksdb", p)), notes=notes)
     rep.series("events/s by backend", x_label="events processed", y_label="events/s (cumulative)", lines=lines)
     return rep
