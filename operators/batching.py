@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from statekit import PLAIN_KEY_TYPES, key_identity
+
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, error, timestamp_problem
 
 Record = tuple[Any, Any, int | None]
@@ -16,8 +18,9 @@ def _raise(record: Record, field: str, reason: str) -> None:
 
 def group_by_key(records: Iterable[Record], on_invalid: OnInvalid = _raise,
                  event_time: bool = False) -> dict[Any, list[Record]]:
-    """``{key: [(key, value, timestamp), ...]}`` with keys in order of first appearance; the record
-    tuples themselves are kept (no per-record allocation). Records with an unhashable key, or with
+    """``{identity: [(key, value, timestamp), ...]}`` with keys in order of first appearance, grouped by
+    ``key_identity`` (1 and True are two keys); the record tuples themselves are kept (no per-record
+    allocation). Records with an unhashable key, or with
     ``event_time`` a bad timestamp, go to ``on_invalid(record, field, reason)`` (default: raise
     InvalidRecordError) before any state is touched."""
     groups: dict[Any, list] = {}
@@ -29,13 +32,20 @@ def group_by_key(records: Iterable[Record], on_invalid: OnInvalid = _raise,
             if type(ts) is not int or not lo <= ts <= hi:
                 on_invalid(rec, "timestamp", timestamp_problem(ts))
                 continue
+        key = rec[0]
+        if type(key) not in PLAIN_KEY_TYPES:
+            try:
+                key = key_identity(key)
+            except TypeError:
+                on_invalid(rec, "key", f"key of type {type(rec[0]).__name__} is not hashable (use a tuple, not a list)")
+                continue
         try:
-            g = get(rec[0])
+            g = get(key)
         except TypeError:
             on_invalid(rec, "key", f"key of type {type(rec[0]).__name__} is not hashable (use a tuple, not a list)")
             continue
         if g is None:
-            groups[rec[0]] = [rec]
+            groups[key] = [rec]
         else:
             g.append(rec)
     return groups

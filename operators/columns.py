@@ -13,6 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from statekit import PLAIN_KEY_TYPES, key_identity
+
 
 @dataclass(slots=True)
 class Runs:
@@ -28,10 +30,20 @@ class Runs:
 
 
 def factorize(keys: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
-    """Key codes per row and the distinct keys in order of first appearance (TypeError: unhashable key)."""
+    """Key codes per row and the distinct keys in order of first appearance, told apart by
+    ``key_identity`` (TypeError: an unhashable key)."""
     index: dict[Any, int] = {}
-    codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, len(keys))
-    return codes, list(index)
+    first: list[Any] = []
+    if all(type(k) in PLAIN_KEY_TYPES for k in keys):
+        codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, len(keys))
+        return codes, list(index)
+    codes = np.empty(len(keys), np.int64)
+    for r, k in enumerate(keys):
+        code = index.setdefault(key_identity(k), len(index))
+        if code == len(first):
+            first.append(k)
+        codes[r] = code
+    return codes, first
 
 
 def out_of_order_keys(codes: np.ndarray, timestamps: np.ndarray) -> np.ndarray:

@@ -105,8 +105,8 @@ class KeyedProcessOperator(KeyedOperator):
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records grouped per key (one key switch per key; order within a key kept)."""
         set_key = self._backend.set_current_key
-        for key, items in group_by_key(records).items():
-            set_key(key)
+        for items in group_by_key(records).values():
+            set_key(items[0][0])
             self._process_key(items)
 
     def _process_key(self, items: list) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, ValueState
+from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, ValueState, key_identity
 
 from .columns import factorize, out_of_order_keys, session_runs
 from .gc_pause import gc_paused
@@ -177,16 +177,20 @@ class SessionEngine:
             except TypeError:
                 pass
         index: dict[Any, int] = {}
+        first: list[Any] = []
         codes = np.zeros(len(keys), dtype=np.int64)
         for r, k in enumerate(keys):
             if not good[r]:
                 continue
             try:
-                codes[r] = index.setdefault(k, len(index))
+                code = codes[r] = index.setdefault(key_identity(k), len(index))
             except TypeError:
                 good[r] = False
                 problems[r] = ("key", f"key of type {type(k).__name__} is not hashable (use a tuple, not a list)")
-        return codes, list(index)
+                continue
+            if code == len(first):
+                first.append(k)
+        return codes, first
 
     def _record(self, key: Any, sessions: list, t: int, value: Any, wm: int) -> None:
         """One record, as one-by-one processing sees it: merge, add, and fire at once or drop when late."""

@@ -185,7 +185,8 @@ class WindowOperator(KeyedOperator, SessionSink):
             self._sessions.process([r[0] for r in records], [r[2] for r in records], lambda i: records[i][1], None)
             return
         set_key = self._backend.set_current_key
-        for key, items in group_by_key(records, self._invalid, self.event_time).items():
+        for items in group_by_key(records, self._invalid, self.event_time).values():
+            key = items[0][0]
             try:
                 set_key(key)
             except InvalidKeyError as e:

@@ -15,6 +15,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 from .config import OptionSpec, StateConfig
 from .descriptors import StateDescriptor
 from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
+from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity
 from .keygroups import key_group_for_bytes
 from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER
@@ -46,9 +47,9 @@ NO_KEY = NoKey()
 class InternalKeyedState(ABC):
     """What a backend's state classes offer the backend (not the user).
 
-    A state that keeps its scope as a ``(key, namespace)`` tuple in ``_ck`` (namespace in ``_ns``)
-    may set ``TUPLE_SCOPED = True``: ``set_current_key`` then sets ``_ck`` itself, without a call per
-    state, reusing one cached ``(key, None)`` tuple per key for the void namespace (so dict lookups
+    A state that keeps its scope as a ``(key_identity(key), namespace)`` tuple in ``_ck`` (namespace in
+    ``_ns``) may set ``TUPLE_SCOPED = True``: ``set_current_key`` then sets ``_ck`` itself, without a call
+    per state, reusing one cached ``(identity, None)`` tuple per key for the void namespace (so dict lookups
     meet the identical tuple). ``_set_key`` is still used when the state is registered under a key.
     """
 
@@ -90,7 +91,7 @@ class KeyedStateBackend(ABC):
         self._key: Any = NO_KEY
         self._kg = -1
         self._kb = b""
-        self._key_cache: dict[Any, tuple[int, bytes, tuple]] = {}
+        self._key_cache: dict[Any, tuple[int, bytes, tuple, type]] = {}
         self._states: dict[str, InternalKeyedState] = {}
         self._descriptors: dict[str, StateDescriptor] = {}
         self._key_setters: list[Callable[[Any, int, bytes], None]] = []
@@ -105,22 +106,36 @@ class KeyedStateBackend(ABC):
     def set_current_key(self, key: Any) -> None:
         """Scope all states and timer registrations to ``key``."""
         try:
-            kg, kb, void_ck = self._key_cache[key]
+            kg, kb, void_ck, key_type = self._key_cache[key]
+            if key_type is not type(key):  # 1.0 or True met 1's entry: look up by identity
+                kg, kb, void_ck, _ = self._key_entry(key)
         except KeyError:
-            kg, kb, void_ck = self._resolve_key(key)
+            kg, kb, void_ck, _ = self._key_entry(key)
         except TypeError:
-            raise InvalidKeyError(f"key {key!r} of type {type(key).__name__} is not hashable (use a tuple, not a list)") from None
+            raise _unhashable(key) from None
         self._key = key
         self._kg = kg
         self._kb = kb
+        ident = void_ck[0]
         for st in self._tuple_scoped:
             ns = st._ns
-            st._ck = void_ck if ns is None else (key, ns)
+            st._ck = void_ck if ns is None else (ident, ns)
         for set_key in self._key_setters:
             set_key(key, kg, kb)
 
-    def _resolve_key(self, key: Any) -> tuple[int, bytes, tuple]:
-        """Key group, serialized key and ``(key, None)`` of a new key; checked and cached."""
+    def _key_entry(self, key: Any) -> tuple[int, bytes, tuple, type]:
+        """``(key group, serialized key, (identity, None), type)`` of ``key``, cached under its
+        ``key_identity``: so ``1``, ``1.0`` and ``True`` are three keys, as their serialized forms are. A
+        ``str``, ``int`` or ``bytes`` key is its own identity, so ``set_current_key`` finds it directly."""
+        try:
+            ident = key_identity(key)
+        except TypeError:
+            raise _unhashable(key) from None
+        entry = self._key_cache.get(ident)
+        return entry if entry is not None else self._resolve_key(key, ident)
+
+    def _resolve_key(self, key: Any, ident: Any) -> tuple[int, bytes, tuple, type]:
+        """The cache entry of a new key (see ``_key_entry``), checked."""
         if key is None or key != key:
             raise InvalidKeyError(f"key {key!r} cannot be used for keyed state (None and NaN keys are invalid)")
         try:
@@ -136,7 +151,7 @@ class KeyedStateBackend(ABC):
             # FIFO: drop the oldest quarter (dicts keep insertion order) instead of starting cold
             for old in list(islice(cache, _KEY_CACHE_LIMIT // 4)):
                 del cache[old]
-        entry = self._key_cache[key] = (kg, kb, (key, None))
+        entry = self._key_cache[ident] = (kg, kb, (ident, None), type(key))
         return entry
 
     def resolve_keys(self, keys: Sequence[Any]) -> tuple[list[ResolvedKey | None], dict[int, InvalidKeyError]]:
@@ -148,12 +163,9 @@ class KeyedStateBackend(ABC):
         refused: dict[int, InvalidKeyError] = {}
         for i, key in enumerate(keys):
             try:
-                entry = cache.get(key)
-                if entry is None:
-                    entry = self._resolve_key(key)
-            except TypeError:
-                entry = None
-                refused[i] = InvalidKeyError(f"key {key!r} of type {type(key).__name__} is not hashable (use a tuple, not a list)")
+                entry = cache.get(key) if type(key) in _PLAIN_KEYS else None
+                if entry is None or entry[3] is not type(key):
+                    entry = self._key_entry(key)
             except InvalidKeyError as e:
                 entry = None
                 refused[i] = e
@@ -176,7 +188,7 @@ class KeyedStateBackend(ABC):
 
     def key_group_of(self, key: Any) -> int:
         """Key group of ``key`` (cached like ``set_current_key``; does not check the range)."""
-        entry = self._key_cache.get(key)
+        entry = self._key_cache.get(key_identity(key))
         if entry is not None:
             return entry[0]
         return key_group_for_bytes(KEY_SERIALIZER.dumps(key), self.max_parallelism)
@@ -351,6 +363,10 @@ class KeyedStateBackend(ABC):
                                        f"and is {'on' if descriptor.ttl_config else 'off'} now; they must match")
         for kg, key, ns, cell in pending["entries"]:
             st._import(kg, key, ns, cell)
+
+
+def _unhashable(key: Any) -> InvalidKeyError:
+    return InvalidKeyError(f"key {key!r} of type {type(key).__name__} is not hashable (use a tuple, not a list)")
 
 
 def create_backend(config: StateConfig, key_groups: Iterable[int] | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from statekit import detached, AggregatingState, ReducingState, ValueState, ResolvedKey
+from statekit import PLAIN_KEY_TYPES, key_identity, detached, AggregatingState, ReducingState, ValueState, ResolvedKey
 
 
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
@@ -62,11 +62,11 @@ class HeapValueState(HeapState, ValueState):
         ns, default, table = self._ns, self._default, self._table
         if self._ttl is None:
             get = table.get
-            return [get((k[0], ns), default) for k in keys]
+            return [get((k[0] if type(k[0]) in PLAIN_KEY_TYPES else key_identity(k[0]), ns), default) for k in keys]
         out = []
         for k in keys:
             self._accessed()
-            ck = (k[0], ns)
+            ck = (key_identity(k[0]), ns)
             cell = table.get(ck)
             if cell is None:
                 out.append(default)
@@ -78,7 +78,7 @@ class HeapValueState(HeapState, ValueState):
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
         ns, table, dirty = self._ns, self._table, self._dirty
         for k, value in zip(keys, values, strict=True):
-            ck = (k[0], ns)
+            ck = (key_identity(k[0]), ns)
             if value is not None:
                 self._put(ck, value)
             elif table.pop(ck, _MISSING) is not _MISSING:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from statekit import KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, decode_timer
+from statekit import key_identity, key_of_identity, KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, decode_timer
 from statekit.backend import SNAPSHOT_FORMAT
 from statekit.payload import decode, encode
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
@@ -40,20 +40,31 @@ def _unpack(packed: dict[str, bytes]) -> dict[str, dict]:
     return states
 
 
+def _cell_id(key: Any, namespace: Any) -> tuple:
+    """A cell's place in a snapshot being rebuilt: its key by identity (1 and True are two keys)."""
+    return (key_identity(key), namespace)
+
+
+def _timer_id(timer: Any) -> tuple:
+    """A timer ``[timestamp, key, namespace]`` by key identity."""
+    return (timer[0], key_identity(timer[1]), timer[2])
+
+
 def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
     for name, s in _unpack(delta["states"]).items():
         cur = states.setdefault(name, {"kind": s["kind"], "ttl": s["ttl"], "cells": {}})
         cells = cur["cells"]
         for kg, key, ns in s["del"]:
-            cells.pop((key, ns), None)
+            cells.pop(_cell_id(key, ns), None)
         for e in s["put"]:
-            cells[(e[1], e[2])] = e
+            cells[_cell_id(e[1], e[2])] = e
     for name, t in delta["timers"].items():
-        cur = timers.setdefault(name, {"event": set(), "processing": set()})
+        cur = timers.setdefault(name, {"event": {}, "processing": {}})
         cur["watermark"], cur["processing_time"] = t["watermark"], t["processing_time"]
         for domain in ("event", "processing"):
-            cur[domain].difference_update(tuple(x) for x in t[domain]["del"])
-            cur[domain].update(tuple(x) for x in t[domain]["add"])
+            for x in t[domain]["del"]:
+                cur[domain].pop(_timer_id(x), None)
+            cur[domain].update((_timer_id(x), x) for x in t[domain]["add"])
 
 
 class HeapSnapshots(IncrementalSnapshots):
@@ -67,7 +78,8 @@ class HeapSnapshots(IncrementalSnapshots):
         for name, st in self._states.items():
             table = st._table
             for ck in st._take_dirty():
-                key, ns = ck
+                ident, ns = ck
+                key = key_of_identity(ident)
                 cell = table.get(ck, DELETED)
                 yield name, self.key_group_of(key), key, ns, (cell if cell is DELETED else st._cell_out(cell))
 
@@ -142,10 +154,11 @@ class HeapSnapshots(IncrementalSnapshots):
         """A heap backend holding the manifest's state: its full snapshot plus the deltas after it."""
         chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
         full = decode(reader.read(chain[0]))
-        states = {name: {"kind": s["kind"], "ttl": s["ttl"], "cells": {(e[1], e[2]): e for e in s["entries"]}}
+        states = {name: {"kind": s["kind"], "ttl": s["ttl"], "cells": {_cell_id(e[1], e[2]): e for e in s["entries"]}}
                   for name, s in _unpack(full["states"]).items()}
         timers = {name: {"watermark": t["watermark"], "processing_time": t["processing_time"],
-                         "event": {tuple(x) for x in t["event"]}, "processing": {tuple(x) for x in t["processing"]}}
+                         "event": {_timer_id(x): x for x in t["event"]},
+                         "processing": {_timer_id(x): x for x in t["processing"]}}
                   for name, t in full["timers"].items()}
         for f in chain[1:]:
             _apply_delta(states, timers, decode(reader.read(f)))
@@ -154,7 +167,7 @@ class HeapSnapshots(IncrementalSnapshots):
                 "states": {n: {"kind": s["kind"], "ttl": s["ttl"], "entries": list(s["cells"].values())}
                            for n, s in states.items()},
                 "timers": {n: {"watermark": t["watermark"], "processing_time": t["processing_time"],
-                               "event": list(t["event"]), "processing": list(t["processing"])}
+                               "event": list(t["event"].values()), "processing": list(t["processing"].values())}
                            for n, t in timers.items()}}
         backend = cls(config, key_groups, time_provider)
         backend.restore_logical(snap)

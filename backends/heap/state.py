@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, Iterable, Iterator
 
-from statekit import KeyedStateBackend, InternalKeyedState, InternalKvState, InternalMergingState, SerializationError, StateDescriptor, NO_KEY, MsgpackSerializer
+from statekit import key_identity, key_of_identity, KeyedStateBackend, InternalKeyedState, InternalKvState, InternalMergingState, SerializationError, StateDescriptor, NO_KEY, MsgpackSerializer
 
 
 _MISSING = object()
@@ -56,7 +56,7 @@ class HeapState(InternalKeyedState, InternalKvState):
 
     # -- scoping -------------------------------------------------------------------------------
     def _set_key(self, key: Any, key_group: int, key_bytes: bytes) -> None:
-        self._ck = (key, self._ns)
+        self._ck = (key_identity(key), self._ns)
 
     def set_current_namespace(self, namespace: Any) -> None:
         self._ns = namespace
@@ -136,11 +136,12 @@ class HeapState(InternalKeyedState, InternalKvState):
 
     def _export(self) -> Iterator[tuple[int, Any, Any, Any]]:
         kg_of = self._backend.key_group_of
-        for (key, ns), cell in self._table.items():
+        for (ident, ns), cell in self._table.items():
+            key = key_of_identity(ident)
             yield kg_of(key), key, ns, self._cell_out(cell)
 
     def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
-        ck = (key, namespace)
+        ck = (key_identity(key), namespace)
         self._table[ck] = self._cell_in(cell)
         self._dirty.add(ck)
 
@@ -162,7 +163,8 @@ class HeapMergingState(HeapState, InternalMergingState):
         """Combine two cells (``b`` after ``a``)."""
 
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
-        key = self._backend.get_current_key()
+        self._backend.get_current_key()  # raises without a current key
+        key = self._ck[0]
         table, dirty = self._table, self._dirty
         merged = _MISSING
         for src in sources:

@@ -1582,3 +1582,52 @@ def test_bulk_timers_equal_one_call_per_key(make_backend):
     assert tm.current_watermark() == 40 and list(tm.event_time_timers()) == list(t1.event_time_timers())
     with pytest.raises(ValueError, match="int64"):
         tm.register_event_time_timers(resolved[:1], "ns", [1.5])
+
+
+# -- one key identity (issue 14): the serialized key decides, on every backend ---------------------
+
+LOOKALIKES = [1, 1.0, True, 0.0, -0.0, (1, "a"), (True, "a"), (1.0, "a"), "1", b"1"]
+"""Keys that Python's ``==`` mixes up (``1 == 1.0 == True``, ``0.0 == -0.0``) but that serialize apart."""
+
+
+def test_lookalike_keys_are_separate_keys(make_backend):
+    """``1``, ``1.0``, ``True`` (and ``0.0``/``-0.0``, and tuples of them) are distinct keys for every
+    state kind, for timers and through a snapshot restored into two key-group ranges."""
+    b = make_backend()
+    states = {"value": b.get_state(ValueStateDescriptor("v")), "list": b.get_state(ListStateDescriptor("l")),
+              "map": b.get_state(MapStateDescriptor("m")),
+              "reducing": b.get_state(ReducingStateDescriptor("r", lambda x, y: x + y))}
+    svc = b.timer_service("t", None)
+    for i, key in enumerate(LOOKALIKES):
+        b.set_current_key(key)
+        states["value"].update(i)
+        states["list"].add(i)
+        states["map"].put("k", i)
+        states["reducing"].add(i)
+        svc.register_event_time_timer("ns", 100 + i)
+
+    def check(backend, keys):
+        got = {}
+        for key in keys:
+            backend.set_current_key(key)
+            got[repr(key)] = (backend.get_state(ValueStateDescriptor("v")).value(),
+                              backend.get_state(ListStateDescriptor("l")).get(),
+                              backend.get_state(MapStateDescriptor("m")).get("k"),
+                              backend.get_state(ReducingStateDescriptor("r", lambda x, y: x + y)).get())
+        index = {repr(k): i for i, k in enumerate(LOOKALIKES)}  # by repr: list.index would match 1 for True
+        assert got == {repr(k): (index[repr(k)], [index[repr(k)]], index[repr(k)], index[repr(k)]) for k in keys}
+
+    check(b, LOOKALIKES)
+    assert sorted(repr(t.key) for t in svc.event_time_timers()) == sorted(map(repr, LOOKALIKES))
+    resolved, _ = b.resolve_keys(LOOKALIKES)
+    assert len({kb for _, _, kb in resolved}) == len(LOOKALIKES)
+    assert [repr(v) for v in states["value"].get_internal_many(resolved)] == [repr(i) for i in range(len(LOOKALIKES))]
+    snap = b.snapshot_logical()
+    assert len(snap["states"]["v"]["entries"]) == len(LOOKALIKES)
+    for part in range(2):
+        kgs = key_groups_for_partition(part, 2, b.max_parallelism)
+        mine = [k for k in LOOKALIKES if key_group_for(k, b.max_parallelism) in kgs]
+        restored = make_backend(key_groups=kgs)
+        restored.restore_logical(snap)
+        check(restored, mine)
+        assert restored.num_entries() == len(mine) * 5  # four states and one timer per key
