@@ -148,8 +148,11 @@ def run(quick: bool = False) -> BenchReport:
     rep.add("peak RSS", unit="MiB", heap=rss["heap"].mib() if "heap" in rss else None,
             rocksdb=rss["rocksdb"].mib() if "rocksdb" in rss else None, baseline=plain_rss.mib(),
             baseline_name="sort-and-scan", notes="whole process, including the generated input")
+    runs = [(keys, b, p) for keys in (KEYS_QUICK if quick else KEYS_FULL) for b in available_backends() for p in PATHS]
+    results = {(keys, b, p): run_isolated(run_path, b, n_events, keys, p)[0]
+               for keys, b, p in progress(runs, desc="windows: record path vs engine")}
     for keys in (KEYS_QUICK if quick else KEYS_FULL):
-        got = {(b, p): run_isolated(run_path, b, n_events, keys, p)[0] for b in available_backends() for p in PATHS}
+        got = {(b, p): results[(keys, b, p)] for b in available_backends() for p in PATHS}
         for b in available_backends():
             for p in PATHS[1:]:
                 if got[(b, p)]["sessions"] != got[(b, PATHS[0])]["sessions"]:
