@@ -92,3 +92,10 @@ def test_spark_sessions_agree(out_dir: Path) -> None:
         if f["name"].startswith("sessions vs"):
             assert "DIFFERS" not in f["notes"], f["notes"]
             assert f["heap"] == f["rocksdb"] == f["baseline"]
+
+
+def test_scale_applies_to_the_spark_part_only(tmp_path):
+    from statekit.bench.runner import run_parts
+
+    with pytest.raises(SystemExit, match="spark part only"):
+        run_parts(["windows"], True, tmp_path, "large")

@@ -180,3 +180,14 @@ def test_runs_cut_on_key_gap_and_stored_sessions():
     # a stored session of "a" reachable from 8 to 12 starts a run at a's first record in [8, 12] (row 2)
     runs = session_runs(codes, ts, np.arange(6), 10, np.array([0]), np.array([8]), np.array([12]))
     assert (runs.codes, runs.firsts, runs.counts) == ([0, 0, 0, 1, 1], [0, 10, 21, 5, 30], [1, 2, 1, 1, 1])
+
+
+def test_a_checkpoint_of_one_layout_is_refused_by_the_other():
+    """The engine's state (a value per key) and the record path's (window namespaces) differ: a job
+    moved between them on one checkpoint is refused before anything runs, not misread."""
+    from statekit.checkpoint.job import compare
+
+    engine, record = (operator("row-aggregate", 0, reference) for reference in (False, True))
+    carried, refused = compare({"operator": engine.describe()}, {"operator": record.describe()})
+    assert not carried and len(refused) == 1 and "state layout" in refused[0]
+    assert '"sessions-per-key"' in refused[0] and '"window-namespaces"' in refused[0]
