@@ -5,7 +5,6 @@ restarted query: every session exactly once."""
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 

@@ -11,7 +11,7 @@ import pytest
 from statekit.clickstream import sessionize_reference
 from statekit.jobs import sessionize
 from statekit.spark import read_state_df
-from tests.spark_support import COLUMNS, DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
+from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
 
 pytestmark = pytest.mark.spark
 
