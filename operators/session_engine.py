@@ -103,6 +103,16 @@ class SessionEngine:
             cell += s
         return cell
 
+    @staticmethod
+    def cell_migration(migrate: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
+        """A migration of the engine's stored values from one of their accumulators' (each session's)."""
+        def cell(version: int, stored: list) -> list:
+            out = list(stored)
+            for i in range(3, len(out), 3):
+                out[i] = migrate(version, out[i])
+            return out
+        return cell
+
     # -- an epoch's records --------------------------------------------------------------------
     def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None) -> None:
         """The epoch's records at the current watermark: record i is ``(keys[i], value_of(i), timestamps[i])``;

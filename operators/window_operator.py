@@ -13,13 +13,13 @@ timers go through the backend, so an operator is fully described by a backend sn
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from statekit import (MAX_TIMESTAMP, AggregateFunction, ColumnarAggregate, InvalidKeyError, KeyedStateBackend,
-                      ListStateDescriptor, Timer, ValueStateDescriptor)
-from statekit.descriptors import qualified_name
+                      ListStateDescriptor, StateDescriptor, Timer, ValueStateDescriptor)
+from statekit.descriptors import Migration, qualified_name
 from statekit.durations import to_millis
 
 from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
@@ -94,20 +94,22 @@ class WindowOperator(KeyedOperator, SessionSink):
                                    and type(self.trigger) is EventTimeTrigger and self.evictor is None
                                    and self.kind != _PROCESS)
         self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
-                                    "invalid": 0}
+                                        "invalid": 0, "state_migrated": 0}
         self._backend: KeyedStateBackend | None = None
 
     def describe(self) -> dict[str, Any]:
-        layout = (self.function.state_layout() if isinstance(self.function, AggregateFunction)
-                  else qualified_name(self.function))
+        fn = self.function
+        layout = fn.state_layout() if isinstance(fn, AggregateFunction) else qualified_name(fn)
+        versioned = self.kind == _AGGREGATE and isinstance(fn, AggregateFunction)
         return {"state": {"operator": "WindowOperator", "assigner": type(self.assigner).__name__,
-                          "function": layout, "kind": self.kind,
+                          "function": layout, "kind": self.kind, "version": fn.accumulator_version() if versioned else 1,
                           "window_function": None if self.window_function is None else qualified_name(self.window_function),
                           "trigger": type(self.trigger).__name__,
                           "evictor": None if self.evictor is None else type(self.evictor).__name__,
                           "layout": "sessions-per-key" if self._by_session_engine else "window-namespaces"},
                 "parameters": {"assigner": repr(self.assigner), "trigger": repr(self.trigger),
-                               "allowed_lateness": self.allowed_lateness}}
+                               "allowed_lateness": self.allowed_lateness},
+                "migration": versioned and fn.accumulator_migration() is not None}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self, backend: KeyedStateBackend, output: Output) -> None:
@@ -122,7 +124,8 @@ class WindowOperator(KeyedOperator, SessionSink):
         if self._by_session_engine:
             self._contents = self._mws_state = None
         else:
-            desc = ListStateDescriptor(CONTENTS_STATE) if self._list_contents else ValueStateDescriptor(CONTENTS_STATE)
+            desc = (ListStateDescriptor(CONTENTS_STATE) if self._list_contents
+                    else self._versioned(ValueStateDescriptor(CONTENTS_STATE), lambda migrate: migrate))
             self._contents = backend.get_state(desc)
             self._mws_state = backend.get_state(ValueStateDescriptor(MERGING_SET_STATE)) if self.merging else None
         self._svc = backend.timer_service(TIMER_SERVICE, self)
@@ -139,8 +142,25 @@ class WindowOperator(KeyedOperator, SessionSink):
         self._sessions = None
         if self._by_session_engine:
             self._sessions = SessionEngine(self.assigner.gap, self.allowed_lateness, backend,
-                                           backend.get_state(ValueStateDescriptor(SESSIONS_STATE)), self._svc, self,
+                                           backend.get_state(self._versioned(ValueStateDescriptor(SESSIONS_STATE),
+                                                                             SessionEngine.cell_migration)), self._svc, self,
                                            *self._incremental(), self.metrics, self._clears_window_state)
+
+    def _versioned(self, descriptor: StateDescriptor, lift: Callable[[Migration], Migration]) -> StateDescriptor:
+        """``descriptor`` of a state holding the function's accumulators, at their version, with their
+        migration (``lift`` applies an accumulator migration to the state's values); each migrated
+        accumulator (a window's) counts in ``metrics["state_migrated"]``."""
+        fn = self.function
+        if self.kind != _AGGREGATE or not isinstance(fn, AggregateFunction):
+            return descriptor
+        migrate = fn.accumulator_migration()
+        if migrate is None:
+            return descriptor.with_version(fn.accumulator_version())
+
+        def counted(version: int, accumulator: Any) -> Any:
+            self.metrics["state_migrated"] += 1
+            return migrate(version, accumulator)
+        return descriptor.with_version(fn.accumulator_version(), lift(counted))
 
     def _incremental(self) -> tuple:
         """``add(value, accumulator or None)`` and ``merge(a, b)`` of the window function."""

@@ -10,7 +10,7 @@ from .descriptors import (AggregateFunction, ColumnarAggregate, AggregatingState
 from .detach import detached, is_immutable
 from .durations import to_millis
 from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError,
-                     StateDescriptorError, StateError)
+                     StateDescriptorError, StateError, StateMigrationError)
 from .key_identity import PLAIN_KEY_TYPES, key_identity, key_of_identity
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_groups_for_partition,
                         partition_for_key_group, stable_hash)
@@ -28,7 +28,7 @@ __all__ = [
     "KeyedStateBackend", "ListState", "ListStateDescriptor", "MAX_TIMESTAMP", "MIN_TIMESTAMP", "MapState",
     "MapStateDescriptor", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",
     "ReducingState", "ReducingStateDescriptor", "ResolvedKey", "SerializationError", "Serializer", "State", "StateConfig",
-    "StateDescriptor", "StateDescriptorError", "StateError", "StateTtlConfig", "StateVisibility", "Timer",
+    "StateDescriptor", "StateDescriptorError", "StateError", "StateMigrationError", "StateTtlConfig", "StateVisibility", "Timer",
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
     "available_backends", "backend_class", "create_backend", "decode_timer", "detached", "is_immutable", "key_group_for", "key_group_for_bytes",
     "key_groups_for_partition", "key_identity", "key_of_identity", "PLAIN_KEY_TYPES", "parse_size", "partition_for_key_group", "register_backend", "register_type", "registered_types", "expect_types",

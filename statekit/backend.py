@@ -17,6 +17,7 @@ from .descriptors import StateDescriptor
 from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
 from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity
 from .keygroups import key_group_for_bytes
+from .migration import cell_migration
 from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER
 from .state import ResolvedKey
@@ -217,7 +218,22 @@ class KeyedStateBackend(ABC):
         pending = self._pending.pop(name, None)
         if pending is not None:
             self._import_pending(name, descriptor, st, pending)
+        stored = self._update_stored_version(name, descriptor.version)
+        if stored != descriptor.version:
+            self._migrate_stored(descriptor, st, stored)
         return st
+
+    def _update_stored_version(self, name: str, version: int) -> int:
+        """Record ``version`` as the format version of state ``name`` in this backend's own storage;
+        returns the one recorded before (``version`` when none was). Default: a backend whose storage
+        is restored only through logical snapshots (migrated on import) records nothing."""
+        return version
+
+    def _migrate_stored(self, descriptor: StateDescriptor, st: InternalKeyedState, stored: int) -> None:
+        """Migrate, in bulk, every cell ``st`` holds at version ``stored`` to the descriptor's version."""
+        migrate = cell_migration(descriptor, stored)
+        for kg, key, ns, cell in list(st._export()):
+            st._import(kg, key, ns, migrate(key, cell))
 
     def registered_states(self) -> dict[str, StateDescriptor]:
         return dict(self._descriptors)
@@ -288,6 +304,12 @@ class KeyedStateBackend(ABC):
             n += svc.num_event_time_timers() + svc.num_processing_time_timers()
         return n
 
+    def state_versions(self) -> dict[str, int]:
+        """The format version of each state's stored values (registered, or restored and not yet registered)."""
+        versions = {name: p.get("version", 1) for name, p in self._pending.items()}
+        versions.update((name, d.version) for name, d in self._descriptors.items())
+        return versions
+
     def state_entry_counts(self) -> dict[str, int]:
         """Stored cells per state name."""
         return {name: st._entry_count() for name, st in self._states.items()}
@@ -303,7 +325,8 @@ class KeyedStateBackend(ABC):
             ttl = d.ttl_config
             if ttl is not None and ttl.cleanup_in_snapshot:
                 st._cleanup_expired(1 << 62)
-            states[name] = {"kind": d.kind, "ttl": ttl is not None, "entries": [list(e) for e in st._export()]}
+            states[name] = {"kind": d.kind, "ttl": ttl is not None, "version": d.version,
+                            "entries": [list(e) for e in st._export()]}
         for name, p in self._pending.items():
             states[name] = p
         timers = {}
@@ -333,9 +356,14 @@ class KeyedStateBackend(ABC):
             kgs = self.key_groups
             for name, s in snap["states"].items():
                 entries = [e for e in s["entries"] if e[0] in kgs]
-                pending = self._pending.setdefault(name, {"kind": s["kind"], "ttl": s["ttl"], "entries": []})
+                version = s.get("version", 1)
+                pending = self._pending.setdefault(name, {"kind": s["kind"], "ttl": s["ttl"], "version": version,
+                                                          "entries": []})
                 if pending["kind"] != s["kind"]:
                     raise StateError(f"state '{name}' is {pending['kind']} in one snapshot and {s['kind']} in another")
+                if pending["version"] != version:
+                    raise StateError(f"state '{name}' is at version {pending['version']} in one snapshot and "
+                                     f"{version} in another: restore snapshots of one job version together")
                 pending["entries"].extend(entries)
             for name, t in snap["timers"].items():
                 self._restore_timers(name, t)
@@ -354,15 +382,19 @@ class KeyedStateBackend(ABC):
                 if kg in self.key_groups:
                     queue.add(timer_sort_key(ts, kg, kb, dumps(ns)), Timer(ts, key, ns))
 
-    def _import_pending(self, name: str, descriptor: StateDescriptor, st: InternalKeyedState, pending: dict) -> None:
+    def _import_pending(self, name: str, descriptor: StateDescriptor, st: InternalKeyedState, pending: dict) -> bool:
+        """Fill a state registered after a restore; True when its cells were migrated from another version."""
         if pending["kind"] != descriptor.kind:
             raise StateDescriptorError(f"state '{name}' was snapshotted as {pending['kind']} state, "
                                        f"registered now as {descriptor.kind}")
         if pending["ttl"] != (descriptor.ttl_config is not None):
             raise StateDescriptorError(f"state '{name}': TTL was {'on' if pending['ttl'] else 'off'} in the snapshot "
                                        f"and is {'on' if descriptor.ttl_config else 'off'} now; they must match")
+        stored = pending.get("version", 1)
+        migrate = cell_migration(descriptor, stored) if stored != descriptor.version else None
         for kg, key, ns, cell in pending["entries"]:
-            st._import(kg, key, ns, cell)
+            st._import(kg, key, ns, cell if migrate is None else migrate(key, cell))
+        return migrate is not None
 
 
 def _unhashable(key: Any) -> InvalidKeyError:

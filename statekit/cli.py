@@ -31,6 +31,9 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=["stream", "batch"], default="stream")
     p.add_argument("--trigger", choices=["available-now", "continuous"], default="available-now")
     p.add_argument("--final", action="store_true", help="the input is complete: fire and clean every window at the end")
+    p.add_argument("--migrate-state", action="store_true",
+                   help="aggregates added or removed since the checkpoint's last run: migrate its open sessions "
+                        "(an added aggregate counts their records from this run on) instead of refusing the run")
     p.add_argument("--max-ahead", default="default",
                    help="refuse event times further ahead of the clock (to _invalid/; default 7d; none: no limit)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
@@ -63,7 +66,7 @@ def run_sessionize(args: Any) -> int:
         summary = sessionize(spark, input=args.input, output=args.output, key=args.key, time=args.time, gap=args.gap,
                              watermark_delay=args.watermark_delay, aggs=args.agg or ["count"], backend=args.backend,
                              checkpoint=args.checkpoint, partitions=args.partitions, fmt=args.fmt, mode=args.mode,
-                             trigger=args.trigger, final=args.final, max_ahead=args.max_ahead,
+                             trigger=args.trigger, final=args.final, migrate_state=args.migrate_state, max_ahead=args.max_ahead,
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
                              progress=progress)
     records = summary.total("records_in")

@@ -10,6 +10,8 @@ from .serialization import MsgpackSerializer, Serializer
 from .ttl import StateTtlConfig
 
 IN = TypeVar("IN")
+Migration = Callable[[int, Any], Any]
+"""A state migration: ``migrate(stored_version, stored_value) -> value in the current format``."""
 ACC = TypeVar("ACC")
 OUT = TypeVar("OUT")
 
@@ -34,6 +36,16 @@ class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
         stored accumulators no longer fit and a restore is refused. Default: the class's qualified name."""
         return qualified_name(self)
 
+    def accumulator_version(self) -> int:
+        """The format version of its accumulators (1 unless the function declares a later one): states
+        holding them carry it, and a restore of another version takes ``accumulator_migration``."""
+        return 1
+
+    def accumulator_migration(self) -> Migration | None:
+        """``migrate(old_version, old_accumulator) -> accumulator`` for accumulators stored by an older
+        version, or None (the default): then restoring them is refused, naming both versions."""
+        return None
+
 
 class ColumnarAggregate(AggregateFunction[tuple, ACC, OUT]):
     """An AggregateFunction over row tuples that can also aggregate whole runs of rows held as columns
@@ -54,7 +66,7 @@ class StateDescriptor:
     """Base of all descriptors; ``kind`` tells a backend which state class to build."""
 
     kind: ClassVar[str] = ""
-    __slots__ = ("name", "serializer", "ttl_config")
+    __slots__ = ("name", "serializer", "ttl_config", "version", "migration")
 
     def __init__(self, name: str, serializer: Serializer | None = None) -> None:
         if not isinstance(name, str) or not name:
@@ -62,6 +74,22 @@ class StateDescriptor:
         self.name = name
         self.serializer: Serializer = serializer if serializer is not None else MsgpackSerializer()
         self.ttl_config: StateTtlConfig | None = None
+        self.version = 1
+        self.migration: Migration | None = None
+
+    def with_version(self, version: int, migration: Migration | None = None) -> "StateDescriptor":
+        """Declare the format version of this state's values (1 by default) and how values stored by an
+        older version become current ones: ``migration(old_version, old_value)``, per value of a value,
+        reducing or aggregating state, per element of a list and per value of a map. A backend restoring
+        another version migrates every stored value once, when the state is registered (Flink's state
+        schema evolution); without a migration that restore is refused. Returns self for chaining."""
+        if type(version) is not int or version < 1:
+            raise ValueError(f"state '{self.name}': version must be an int >= 1, got {version!r}")
+        if migration is not None and not callable(migration):
+            raise TypeError(f"state '{self.name}': migration must be callable (old_version, old_value) -> value")
+        self.version = version
+        self.migration = migration
+        return self
 
     def enable_time_to_live(self, ttl_config: StateTtlConfig) -> "StateDescriptor":
         """Expire entries of this state per ``ttl_config``; returns self for chaining."""

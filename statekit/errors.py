@@ -25,5 +25,9 @@ class StateDescriptorError(StateError, ValueError):
     """A descriptor that conflicts with an already registered state of the same name."""
 
 
+class StateMigrationError(StateDescriptorError):
+    """Stored state of another format version than its descriptor's, that cannot be (or failed to be) migrated."""
+
+
 class NoCurrentKeyError(StateError, RuntimeError):
     """Keyed state was accessed before `set_current_key`."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +39,26 @@ def spark_sessions(spark: Any, input_dir: Path, gap: str = "30 seconds") -> list
     res = (df.groupBy("user_id", w).agg(F.sum("value").alias("sum_value"), F.count(F.lit(1)).alias("count"))
            .select("user_id", F.unix_millis("w.start"), F.unix_millis("w.end"), "sum_value", "count"))
     return sorted(tuple(r) for r in res.collect())
+
+
+@dataclass
+class StagedInput:
+    """Clickstream files staged to be added to ``inp`` one at a time (a new streaming batch each), and
+    Spark's reference sessions over all of them."""
+
+    files: list[Path]
+    reference: list[tuple]
+    inp: Path
+    out: Path
+
+    def add(self, i: int) -> None:
+        """Add file ``i``; the file source takes the oldest first, so its time follows the earlier ones'."""
+        shutil.copy(self.files[i], self.inp / self.files[i].name)
+        os.utime(self.inp / self.files[i].name, (time.time() + i, time.time() + i))
+
+
+def staged_input(spark: Any, root: Path, events: int, keys: int, seed: int, files: int) -> StagedInput:
+    staged = write_input(clickstream(events, keys, seed=seed), root / "staged", files=files)
+    inp = root / "in"
+    inp.mkdir()
+    return StagedInput(sorted(staged.iterdir()), spark_sessions(spark, staged), inp, root / "out")

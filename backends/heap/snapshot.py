@@ -52,7 +52,7 @@ def _timer_id(timer: Any) -> tuple:
 
 def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
     for name, s in _unpack(delta["states"]).items():
-        cur = states.setdefault(name, {"kind": s["kind"], "ttl": s["ttl"], "cells": {}})
+        cur = states.setdefault(name, {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1), "cells": {}})
         cells = cur["cells"]
         for kg, key, ns in s["del"]:
             cells.pop(_cell_id(key, ns), None)
@@ -141,7 +141,8 @@ class HeapSnapshots(IncrementalSnapshots):
             s = states.get(name)
             if s is None:
                 d = self._descriptors[name]
-                s = states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "put": [], "del": []}
+                s = states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "version": d.version,
+                                    "put": [], "del": []}
             if cell is DELETED:
                 s["del"].append([kg, key, ns])
             else:
@@ -154,7 +155,8 @@ class HeapSnapshots(IncrementalSnapshots):
         """A heap backend holding the manifest's state: its full snapshot plus the deltas after it."""
         chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
         full = decode(reader.read(chain[0]))
-        states = {name: {"kind": s["kind"], "ttl": s["ttl"], "cells": {_cell_id(e[1], e[2]): e for e in s["entries"]}}
+        states = {name: {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1),
+                         "cells": {_cell_id(e[1], e[2]): e for e in s["entries"]}}
                   for name, s in _unpack(full["states"]).items()}
         timers = {name: {"watermark": t["watermark"], "processing_time": t["processing_time"],
                          "event": {_timer_id(x): x for x in t["event"]},
@@ -164,7 +166,8 @@ class HeapSnapshots(IncrementalSnapshots):
             _apply_delta(states, timers, decode(reader.read(f)))
         snap = {"format": SNAPSHOT_FORMAT, "backend": cls.name, "max_parallelism": full["max_parallelism"],
                 "key_groups": full["key_groups"],
-                "states": {n: {"kind": s["kind"], "ttl": s["ttl"], "entries": list(s["cells"].values())}
+                "states": {n: {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1),
+                               "entries": list(s["cells"].values())}
                            for n, s in states.items()},
                 "timers": {n: {"watermark": t["watermark"], "processing_time": t["processing_time"],
                                "event": list(t["event"].values()), "processing": list(t["processing"].values())}
@@ -181,9 +184,13 @@ class HeapSnapshots(IncrementalSnapshots):
                             for svc in self._timer_services.values())
                 and self._ckpt_clocks == self._clocks())
 
-    def _import_pending(self, name: str, descriptor: Any, st: Any, pending: dict) -> None:
+    def _import_pending(self, name: str, descriptor: Any, st: Any, pending: dict) -> bool:
         """Fill a state registered after a restore; when the backend equals a committed snapshot, the
-        imported cells are that snapshot's content, not changes (so the next snapshot stays a delta)."""
-        super()._import_pending(name, descriptor, st, pending)
-        if self.checkpoint_base is not None:
+        imported cells are that snapshot's content, not changes (so the next snapshot stays a delta).
+        Migrated cells are new content in another version: the next snapshot is a full one."""
+        migrated = super()._import_pending(name, descriptor, st, pending)
+        if migrated:
+            self._ckpt_clocks = None
+        elif self.checkpoint_base is not None:
             st._take_dirty()
+        return migrated

@@ -72,8 +72,12 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
         cls = KINDS.get(descriptor.kind)
         if cls is None:
             raise StateDescriptorError(f"state '{descriptor.name}': unknown state kind {descriptor.kind!r}")
-        family = self._store.state_family(descriptor.name, descriptor.kind, descriptor.ttl_config is not None)
+        family = self._store.state_family(descriptor.name, descriptor.kind, descriptor.ttl_config is not None,
+                                          descriptor.version)
         return cls(self, descriptor, family, self._wb)
+
+    def _update_stored_version(self, name: str, version: int) -> int:
+        return self._store.set_state_version(name, version)
 
     def _create_timer_queue(self, service: str, domain: str) -> RocksDBTimerQueue:
         return RocksDBTimerQueue(self._store.timer_family(service, domain), self._timer_cache_size)

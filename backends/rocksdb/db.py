@@ -25,6 +25,12 @@ _META_STATE = b"state:"
 _SEQ_KEY = b"list-seq"
 
 
+def meta_of(raw: bytes) -> tuple[str, bool, int]:
+    """(kind, TTL on, format version) of a state's metadata record (version 1 when it predates versions)."""
+    kind, ttl, *version = msgpack.unpackb(raw)
+    return kind, ttl, version[0] if version else 1
+
+
 class Closed:
     """Stands in for every store a closed backend held: any use raises a clear StateError."""
 
@@ -150,18 +156,29 @@ class RocksDBStore:
             self._handles[name] = fam
         return fam
 
-    def state_family(self, name: str, kind: str, ttl: bool) -> tuple[Rdict, Any]:
-        """The column family of state ``name``; a reopened DB must hold the same kind and TTL setting."""
-        meta_key = _META_STATE + name.encode()
-        meta = msgpack.packb([kind, ttl])
-        known = self.db.get(meta_key)
+    def state_family(self, name: str, kind: str, ttl: bool, version: int) -> tuple[Rdict, Any]:
+        """The column family of state ``name``; a reopened DB must hold the same kind and TTL setting
+        (a new state records ``version`` as the format version of its values)."""
+        known = self.state_meta(name)
         if known is None:
-            self.db.put(meta_key, meta)
-        elif known != meta:
-            k, t = msgpack.unpackb(known)
+            self.db.put(_META_STATE + name.encode(), msgpack.packb([kind, ttl, version]))
+        elif known[:2] != (kind, ttl):
+            k, t, _ = known
             raise StateDescriptorError(f"state '{name}' is stored in {self.path!r} as {k} state with TTL "
                                        f"{'on' if t else 'off'}, not {kind} with TTL {'on' if ttl else 'off'}")
         return self.family("state:" + name)
+
+    def state_meta(self, name: str) -> tuple[str, bool, int] | None:
+        """(kind, TTL on, format version) recorded for state ``name``, or None."""
+        raw = self.db.get(_META_STATE + name.encode())
+        return None if raw is None else meta_of(raw)
+
+    def set_state_version(self, name: str, version: int) -> int:
+        """Record ``version`` as the format version of state ``name`` (registered); returns the one before."""
+        kind, ttl, before = self.state_meta(name)
+        if before != version:
+            self.db.put(_META_STATE + name.encode(), msgpack.packb([kind, ttl, version]))
+        return before
 
     def timer_family(self, service: str, domain: str) -> Rdict:
         """The column family of one timer queue."""

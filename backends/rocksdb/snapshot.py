@@ -18,7 +18,6 @@ import shutil
 import tempfile
 from typing import Any, Callable
 
-import msgpack
 from rocksdict import Checkpoint
 
 from statekit import (KeyedStateBackend, AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
@@ -26,7 +25,7 @@ from statekit import (KeyedStateBackend, AggregateFunction, AggregatingStateDesc
                       wall_clock_ms)
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
 
-from .db import _META_STATE
+from .db import _META_STATE, meta_of
 from .keys import scan
 
 
@@ -140,8 +139,8 @@ class RocksDBSnapshots(IncrementalSnapshots):
         backend = cls.restore_incremental(reader, config, key_groups, wall_clock_ms)
         try:
             for k, v in list(scan(backend._store.db, _META_STATE)):
-                kind, ttl = msgpack.unpackb(v)
-                backend.get_state(_descriptor(k[len(_META_STATE):].decode(), kind, ttl))
+                kind, ttl, version = meta_of(v)
+                backend.get_state(_descriptor(k[len(_META_STATE):].decode(), kind, ttl).with_version(version))
             return backend.snapshot_logical()
         finally:
             backend.close()

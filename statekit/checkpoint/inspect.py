@@ -68,7 +68,9 @@ class CheckpointInfo:
 def _epoch_info(m: Manifest) -> EpochInfo:
     state_bytes = m.snapshot.get("state_bytes", {})
     estimated = m.stats.get("states_estimated", False)
-    states = {name: {"entries": n, "estimated": estimated, "bytes": state_bytes.get(name)}
+    versions = m.stats.get("versions", {})
+    states = {name: {"entries": n, "estimated": estimated, "bytes": state_bytes.get(name),
+                     "version": versions.get(name, 1)}
               for name, n in m.stats.get("states", {}).items()}
     return EpochInfo(m.epoch, m.backend, m.kind, bool(m.snapshot.get("incremental")), len(m.files), m.total_bytes(),
                      m.written_bytes(), states, m.stats.get("timers", {}), m.metadata, m.created_ms,
@@ -121,7 +123,7 @@ def format_report(info: CheckpointInfo) -> str:
                              + (f", {e.seconds * 1000:.1f} ms" if e.seconds is not None else ""))
                 for name, s in sorted(e.states.items()):
                     count = f"~{s['entries']} keys (estimated)" if s["estimated"] else f"{s['entries']} entries"
-                    lines.append(f"      state {name}: {count}, {_size(s['bytes'])} serialized")
+                    lines.append(f"      state {name} (version {s['version']}): {count}, {_size(s['bytes'])} serialized")
                 for name, t in sorted(e.timers.items()):
                     lines.append(f"      timers {name}: {t['event']} event, {t['processing']} processing, "
                                  f"watermark {t['watermark']}")

@@ -57,13 +57,32 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+MIGRATED = ("operator.state", "columns", "result_schema")
+"""Refused fields a declared state migration carries: the function's state, its input and its results."""
+
+
+def state_migration(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, int] | None:
+    """(old, new) state version when ``new`` declares a migration of the state ``old`` stored (its
+    operator has a migration and a later version), else None."""
+    before, after = _field(old, "operator.state.version") or 1, _field(new, "operator.state.version") or 1
+    return (before, after) if _field(new, "operator.migration") and after > before else None
+
+
 def compare(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(carried changes, refused changes) between two descriptions, each as ``what: old -> new``."""
+    """(carried changes, refused changes) between two descriptions, each as ``what: old -> new``; a
+    declared state migration (``state_migration``) carries the operator's state, columns and results."""
     def changes(fields: dict[str, str]) -> list[str]:
         return [f"{what}: {_text(_field(old, name))} -> {_text(_field(new, name))}"
                 for name, what in fields.items() if _field(old, name) != _field(new, name)]
 
-    return changes(CARRIED), changes(REFUSED)
+    migration = state_migration(old, new)
+    refused = {name: what for name, what in REFUSED.items() if migration is None or name not in MIGRATED}
+    carried = changes(CARRIED)
+    if migration is not None:
+        moved = changes({name: REFUSED[name] for name in MIGRATED})
+        if moved:
+            carried += [f"state migrated from version {migration[0]} to {migration[1]}"] + moved
+    return carried, changes(refused)
 
 
 class JobRecord:
@@ -96,7 +115,8 @@ class JobRecord:
                 f"checkpoint {self.checkpoint} holds the state of another job; what its state cannot carry: "
                 + "; ".join(refused) + ". Ways out: run with a new checkpoint location; or finish the old job "
                 "first (rerun it unchanged with --final / final=True, which fires and cleans every window) and "
-                "start the new one on a new checkpoint; or declare a state migration")
+                "start the new one on a new checkpoint; or declare a state migration (a new accumulator_version() "
+                "with an accumulator_migration(); statekit sessionize: --migrate-state, for added or removed aggregates)")
         if carried:
             self.write(description)
         return carried

@@ -399,4 +399,4 @@ def _stats(backend: KeyedStateBackend, section: dict[str, Any]) -> dict[str, Any
     timers = {name: {"event": svc.num_event_time_timers(), "processing": svc.num_processing_time_timers(),
                      "watermark": svc.current_watermark()}
               for name, svc in backend.timer_services().items()}
-    return {"states": states, "states_estimated": estimated, "timers": timers}
+    return {"states": states, "states_estimated": estimated, "timers": timers, "versions": backend.state_versions()}

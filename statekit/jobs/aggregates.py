@@ -44,12 +44,40 @@ class RowAggregate(ColumnarAggregate):
     (and are null when a session has none); ``first``/``last`` keep the first/last non-null value in
     the order the rows were added (order-sensitive: they are not commutative)."""
 
-    def __init__(self, aggs: list[tuple[str, int | None]]) -> None:
+    def __init__(self, aggs: list[tuple[str, int | None]], names: Sequence[str] | None = None, version: int = 1,
+                 earlier: dict[int, Sequence[str]] | None = None) -> None:
         self.aggs = aggs  # (kind, index of the column in the row)
+        self.names = list(names) if names is not None else None
+        self.version = version
+        self.earlier = {int(v): list(n) for v, n in (earlier or {}).items()}
+        """The aggregates' names (``Agg.name``) of each earlier accumulator version: what migrates them."""
+        if self.earlier and (self.names is None or len(self.names) != len(aggs) or max(self.earlier) >= version):
+            raise ValueError("RowAggregate: earlier layouts need the aggregates' names and a later version")
 
     def state_layout(self) -> Any:
-        """The accumulator is one slot per aggregate, in order: adding or removing one changes it."""
-        return {"class": "RowAggregate", "aggregates": [[kind, pos] for kind, pos in self.aggs]}
+        """The accumulator is one slot per aggregate, in order: adding or removing one changes it (a
+        later version records the earlier ones' aggregates, which its migration maps from)."""
+        layout: dict[str, Any] = {"class": "RowAggregate", "aggregates": [[kind, pos] for kind, pos in self.aggs]}
+        if self.version > 1:
+            layout.update(version=self.version, earlier={str(v): n for v, n in sorted(self.earlier.items())})
+        return layout
+
+    def accumulator_version(self) -> int:
+        return self.version
+
+    def accumulator_migration(self) -> Any:
+        """Slots of aggregates an earlier version had move to their place; added aggregates start empty
+        (a session open across the change aggregates its later records only); removed ones are dropped."""
+        return self._migrate if self.earlier else None
+
+    def _migrate(self, version: int, accumulator: list) -> list:
+        names = self.earlier.get(version)
+        if names is None:
+            raise ValueError(f"no aggregates recorded for accumulator version {version} "
+                             f"(known: {sorted(self.earlier)})")
+        slot = {name: i for i, name in enumerate(names)}
+        fresh = self.create_accumulator()
+        return [accumulator[slot[name]] if name in slot else fresh[i] for i, name in enumerate(self.names)]
 
     def create_accumulator(self) -> list:
         return [0 if kind == "count" else ([0, 0] if kind == "avg" else None) for kind, _ in self.aggs]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from ..checkpoint import JobRecord
 from ..durations import to_millis
 from ..operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
 from ..spark import RunSummary, run_keyed
@@ -18,20 +19,43 @@ from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.sinks import DeltaSink
-from .aggregates import RowAggregate, parse_aggs
+from .aggregates import Agg, RowAggregate, parse_aggs
 
 
 @dataclass(frozen=True)
 class SessionOperatorFactory:
-    """Builds the session WindowOperator in each task (shipped to executors by reference)."""
+    """Builds the session WindowOperator in each task (shipped to executors by reference); ``names``,
+    ``version`` and ``earlier`` (version -> aggregate names) say how the accumulators evolved."""
 
     gap_ms: int
     aggs: tuple[tuple[str, int | None], ...]
+    names: tuple[str, ...] = ()
+    version: int = 1
+    earlier: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     def __call__(self) -> WindowOperator:
-        return WindowOperator(EventTimeSessionWindows.with_gap(self.gap_ms), function=RowAggregate(list(self.aggs)),
+        function = RowAggregate(list(self.aggs), self.names, self.version, dict(self.earlier))
+        return WindowOperator(EventTimeSessionWindows.with_gap(self.gap_ms), function=function,
                               window_function=SessionRows(), late_output_tag=LATE_TAG,
                               invalid_output_tag=INVALID_TAG)
+
+
+def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
+                          migrate: bool) -> tuple[int, dict[int, tuple[str, ...]]]:
+    """This run's accumulator version and the earlier versions' aggregate names, from the job its
+    checkpoint recorded: the recorded ones when the aggregates are the same (or no migration is asked:
+    then a changed job is refused), one version more, the recorded aggregates added to the earlier
+    ones, when ``migrate`` and they changed."""
+    function = ((recorded or {}).get("operator") or {}).get("state", {}).get("function")
+    if not isinstance(function, dict) or function.get("class") != "RowAggregate":
+        return 1, {}
+    version = int(function.get("version", 1))
+    earlier = {int(v): tuple(n) for v, n in function.get("earlier", {}).items()}
+    row = [c for c, _ in recorded.get("columns", [])]
+    before = tuple(Agg(kind, None if pos is None else row[pos]).name for kind, pos in function["aggregates"])
+    if not migrate or before == tuple(names):
+        return version, earlier
+    return version + 1, {**earlier, version: before}
 
 
 class SessionRows(ProcessWindowFunction):
@@ -48,11 +72,13 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                checkpoint: str | None = None, partitions: int | None = None, fmt: str | None = None,
                mode: str = "stream", trigger: str = "available-now", final: bool = False,
                max_ahead: int | str | None = "default", output_format: str = "parquet",
-               spark_checkpoint: str | None = None, sink: Any = None,
+               spark_checkpoint: str | None = None, sink: Any = None, migrate_state: bool = False,
                progress: Callable[[dict], None] | None = None) -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
     ``max_ahead``, ``spark_checkpoint`` and ``sink`` as for ``run_keyed``. ``output_format="delta"``: ``output`` is a
-    Delta table getting one transaction per epoch; the epochs' parquet files stay under ``<output>/_statekit``."""
+    Delta table getting one transaction per epoch; the epochs' parquet files stay under ``<output>/_statekit``.
+    ``migrate_state``: aggregates added or removed since the checkpoint's last run migrate its open
+    sessions (an added one counts their records from this run on) instead of refusing the run."""
     if output_format not in ("parquet", "delta"):
         raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
     if output_format == "delta" and sink is not None:
@@ -73,8 +99,12 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     positions = tuple((a.kind, columns.index(a.column) if a.column else None) for a in parsed)
     delta = output_format == "delta"
     files = output.rstrip("/") + "/_statekit" if delta else output
-    return run_keyed(df, key=key, time=time, columns=columns, operator_factory=SessionOperatorFactory(gap_ms, positions),
-                     result_schema=out_schema, output=files, checkpoint=checkpoint or files + "/_checkpoint",
+    checkpoint = checkpoint or files + "/_checkpoint"
+    names = [a.name for a in parsed]
+    version, earlier = accumulator_evolution(JobRecord(checkpoint).read(), names, migrate_state)
+    factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())))
+    return run_keyed(df, key=key, time=time, columns=columns, operator_factory=factory,
+                     result_schema=out_schema, output=files, checkpoint=checkpoint,
                      watermark_delay=delay_ms, config={"backend": backend} if backend else None, partitions=partitions,
                      mode=mode, final=final or mode == "batch", trigger=trigger, operator_id="sessionize",
                      max_ahead=max_ahead, progress=progress, sink=DeltaSink(output) if delta else sink,

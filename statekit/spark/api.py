@@ -168,7 +168,7 @@ class EpochRunner:
             "time_limit": limit, "partitions": job.partitions, "records_in": total("records") + total("invalid"),
             "records": total("records"), "results": total("results"), "late": total("late"),
             "invalid": total("invalid"), "future": total("future"), "state_entries": total("state_entries"),
-            "snapshot_bytes": total("snapshot_bytes"),
+            "snapshot_bytes": total("snapshot_bytes"), "state_migrated": total("migrated"),
             **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "restore_seconds", "process_seconds")},
             "fast_path_partitions": sum(1 for s in stats if s["fast_path"]),
             "workers": sorted({s["worker"] for s in stats}),

@@ -47,7 +47,9 @@ class FunctionSink(EpochSink):
 
 class DeltaSink(EpochSink):
     """Appends each epoch to a Delta table as one transaction, tagged with Delta's application
-    transaction (``app_id``, epoch): an epoch the table already holds is not written again."""
+    transaction (``app_id``, epoch): an epoch the table already holds is not written again. Result
+    columns a migrated job adds (an added aggregate) are added to the table's schema; earlier rows
+    read them as null."""
 
     def __init__(self, path: str, app_id: str = DELTA_APP_ID) -> None:
         self.path = pyarrow_uri(path)
@@ -67,7 +69,8 @@ class DeltaSink(EpochSink):
         if done is not None and done >= epoch_id:
             return
         txn = deltalake.CommitProperties(app_transactions=[deltalake.Transaction(self.app_id, epoch_id)])
-        deltalake.write_deltalake(self.path, results.toArrow(), mode="append", commit_properties=txn)
+        deltalake.write_deltalake(self.path, results.toArrow(), mode="append", schema_mode="merge",
+                                  commit_properties=txn)
 
 
 def _deltalake() -> Any:

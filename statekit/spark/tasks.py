@@ -157,6 +157,7 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     t1 = time.perf_counter()
     try:
         op = slot.operator
+        migrated = 0 if fast else op.metrics.get("state_migrated", 0)  # migrations run as a restored operator opens
         late_before = op.metrics.get("late_dropped", 0)
         watermark_before = op.current_watermark()
         keys = valid.column(job.columns[0]).to_pylist()
@@ -194,6 +195,7 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     stats = {
         "partition": index, "records": valid.num_rows - len(refused), "invalid": invalid.num_rows + len(refused),
         "future": future, "late": len(late) + dropped, "results": results.num_rows, "max_ts": max_ts, "fast_path": fast,
+        "migrated": migrated,
         "files": files, "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
         "restore_seconds": round(t1 - t0, 6), "process_seconds": round(t2 - t1, 6),

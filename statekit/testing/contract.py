@@ -23,7 +23,8 @@ import pytest
 
 from statekit import (AggregateFunction, AggregatingStateDescriptor, InvalidKeyError, KeyGroupError,
                       ListStateDescriptor, MapStateDescriptor, NoCurrentKeyError, ReducingStateDescriptor,
-                      SerializationError, StateConfig, StateDescriptorError, StateError, StateTtlConfig,
+                      SerializationError, StateConfig, StateDescriptorError, StateError, StateMigrationError,
+                      StateTtlConfig,
                       StateVisibility, UpdateType, ValueStateDescriptor, backend_class,
                       create_backend, key_group_for, key_groups_for_partition, partition_for_key_group,
                       stable_hash)
@@ -1228,9 +1229,9 @@ def msgpack_round_trip(snapshot: dict) -> dict:
 # Logical snapshots
 # ---------------------------------------------------------------------------------------------
 
-def populate(backend, keys) -> None:
+def populate(backend, keys, make=descriptor) -> None:
     """Two namespaces of every kind for each key; content derived from the key."""
-    states = {k: backend.get_state(descriptor(k)) for k in KINDS}
+    states = {k: backend.get_state(make(k)) for k in KINDS}
     for key in keys:
         backend.set_current_key(key)
         for kind, st in states.items():
@@ -1246,14 +1247,15 @@ def expected_content(kind: str, key, ns):
             "reducing": token + "z", "aggregating": token + "z"}[kind]
 
 
-def check_content(backend, keys, present: bool = True) -> None:
+def check_content(backend, keys, present: bool = True, expected=expected_content, make=descriptor) -> None:
+    """Every state of ``populate`` holds ``expected`` (nothing unless ``present``), registered by ``make(kind)``."""
     for kind in KINDS:
-        st = backend.get_state(descriptor(kind))
+        st = backend.get_state(make(kind))
         for key in keys:
             backend.set_current_key(key)
             for ns in (None, ("w", 1)):
                 st.set_current_namespace(ns)
-                assert read(st, kind) == (expected_content(kind, key, ns) if present else EMPTY[kind])
+                assert read(st, kind) == (expected(kind, key, ns) if present else EMPTY[kind]), (kind, key, ns)
 
 
 @pytest.mark.parametrize("register_first", [True, False], ids=["registered-before-restore", "pending"])
@@ -1307,6 +1309,9 @@ def test_snapshot_rescale_into_other_key_group_ranges(make_backend):
     merged = make_backend()
     merged.restore_logical([p.snapshot_logical() for p in parts])
     check_content(merged, keys)
+    migrated = make_backend()  # rescaling and migrating at once
+    migrated.restore_logical([p.snapshot_logical() for p in parts])
+    check_migrated(migrated, keys)
 
 
 def test_restore_rejects_non_empty_backend_and_other_max_parallelism(make_backend):
@@ -1329,12 +1334,18 @@ def test_restore_rejects_kind_mismatch_on_registration(make_backend):
         dst.get_state(ListStateDescriptor("value"))
 
 
-def test_restore_rejects_ttl_mismatch(make_backend):
+def restored_value(make_backend, key, value):
+    """A backend restored from one holding ``value`` for ``key`` in value state 'v' (nothing registered yet)."""
     src = make_backend()
-    src.set_current_key("a")
-    src.get_state(ValueStateDescriptor("v")).update(1)
+    src.set_current_key(key)
+    src.get_state(ValueStateDescriptor("v")).update(value)
     dst = make_backend()
     dst.restore_logical(src.snapshot_logical())
+    return dst
+
+
+def test_restore_rejects_ttl_mismatch(make_backend):
+    dst = restored_value(make_backend, "a", 1)
     with pytest.raises(StateDescriptorError, match="TTL"):
         dst.get_state(ValueStateDescriptor("v").enable_time_to_live(ttl()))
 
@@ -1343,6 +1354,94 @@ def test_empty_snapshot_round_trip(make_backend):
     dst = make_backend()
     dst.restore_logical(make_backend().snapshot_logical())
     assert dst.num_entries() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# State schema evolution: versions and migrations
+# ---------------------------------------------------------------------------------------------
+
+def bang(version: int, value):
+    """A version-1 -> 2 migration that shows it ran: strings get a "!", Concat accumulators a "!" element."""
+    assert version == 1, version
+    return value + ["!"] if isinstance(value, list) else value + "!"
+
+
+def migrated_content(kind: str, key, ns):
+    token = f"{key}-{ns is None}"
+    return {"value": token + "!", "list": [token + "!", "z!"], "map": {token: token.upper() + "!", "z": "Z!"},
+            "reducing": token + "z!", "aggregating": token + "z!"}[kind]
+
+
+def migrated_descriptor(kind: str, with_ttl: bool = False):
+    d = descriptor(kind).with_version(2, bang)
+    return d.enable_time_to_live(ttl()) if with_ttl else d
+
+
+def check_migrated(backend, keys, with_ttl: bool = False) -> None:
+    check_content(backend, keys, expected=migrated_content, make=lambda kind: migrated_descriptor(kind, with_ttl))
+
+
+@pytest.mark.parametrize("register_first", [True, False], ids=["registered-before-restore", "pending"])
+def test_restore_migrates_every_kind_from_an_older_version(make_backend, register_first):
+    keys = ["a", ("t", 3), 99]
+    src = make_backend()
+    populate(src, keys)
+    snap = msgpack_round_trip(src.snapshot_logical())
+    assert {s["version"] for s in snap["states"].values()} == {1}
+    dst = make_backend()
+    if register_first:
+        for kind in KINDS:
+            dst.get_state(descriptor(kind).with_version(2, bang))
+    dst.restore_logical(snap)
+    check_migrated(dst, keys)
+    again = msgpack_round_trip(dst.snapshot_logical())  # migrated once: version 2 restores as it is
+    assert {s["version"] for s in again["states"].values()} == {2}
+    third = make_backend()
+    third.restore_logical(again)
+    check_migrated(third, keys)
+
+
+def test_restore_migrates_ttl_state_keeping_timestamps(make_backend, clock):
+    src = make_backend()
+    populate(src, ["a"], make=lambda kind: descriptor(kind).enable_time_to_live(ttl()))
+    snap = msgpack_round_trip(src.snapshot_logical())
+    dst = make_backend()
+    dst.restore_logical(snap)
+    check_migrated(dst, ["a"], with_ttl=True)
+    clock.advance(TTL)  # the stored timestamps were kept: everything expires on time
+    for kind in KINDS:
+        st = dst.get_state(migrated_descriptor(kind, with_ttl=True))
+        st.set_current_namespace(None)
+        assert read(st, kind) == EMPTY[kind]
+
+
+def test_version_change_without_migration_is_refused_naming_both_versions(make_backend):
+    src = make_backend()
+    populate(src, ["a"])
+    dst = make_backend()
+    dst.restore_logical(src.snapshot_logical())
+    with pytest.raises(StateMigrationError, match=r"state 'list' is stored at version 1.*version 3 without a migration"):
+        dst.get_state(descriptor("list").with_version(3))
+    newer = make_backend()
+    newer_src = make_backend()
+    newer_src.set_current_key("a")
+    newer_src.get_state(descriptor("value").with_version(4, bang)).update("x")
+    newer.restore_logical(newer_src.snapshot_logical())
+    with pytest.raises(StateMigrationError, match=r"state 'value' is stored at version 4, newer than version 2"):
+        newer.get_state(descriptor("value").with_version(2, bang))
+
+
+def test_failing_migration_names_state_key_and_versions(make_backend):
+    dst = restored_value(make_backend, "k1", 5)
+    with pytest.raises(StateMigrationError, match=r"state 'v', key 'k1': migrating a value from version 1 to 2 failed: TypeError"):
+        dst.get_state(ValueStateDescriptor("v").with_version(2, lambda v, x: x + "!"))
+
+
+def test_versions_are_checked_when_declared():
+    with pytest.raises(ValueError, match="version must be an int >= 1"):
+        ValueStateDescriptor("v").with_version(0)
+    with pytest.raises(TypeError, match="migration must be callable"):
+        ValueStateDescriptor("v").with_version(2, "upper")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def test_inspect_reports_epochs_partitions_counts_and_sizes(backend_name, tmp_pa
         assert last.incremental and 0 < last.bytes_written < last.bytes_total
     assert main_inspect([root]) == 0
     text = capsys.readouterr().out
-    assert "operator sessions: 2 partition(s)" in text and "epoch 2:" in text and "state count:" in text
+    assert "operator sessions: 2 partition(s)" in text and "epoch 2:" in text and "state count (version 1):" in text
     assert main_inspect([root, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["operators"][0]["name"] == "sessions"
     for b in backends:

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.spark_support import clickstream, output_rows, spark_sessions, write_input
+from tests.spark_support import output_rows, staged_input
 
 pytestmark = pytest.mark.spark
 
@@ -32,16 +29,8 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def test_refused_and_carried_changes(spark, tmp_path):
-    clicks = clickstream(1500, 30, seed=21)
-    staged = write_input(clicks, tmp_path / "staged", files=3)
-    reference = spark_sessions(spark, staged)
-    inp, out = tmp_path / "in", tmp_path / "out"
-    inp.mkdir()
-    files = sorted(staged.iterdir())
-
-    def add(i: int) -> None:
-        shutil.copy(files[i], inp / files[i].name)
-        os.utime(inp / files[i].name, (time.time() + i, time.time() + i))
+    staged = staged_input(spark, tmp_path, 1500, 30, seed=21, files=3)
+    inp, out, add, reference = staged.inp, staged.out, staged.add, staged.reference
 
     aggs = ["--agg", "sum:value", "--agg", "count"]
     add(0)
@@ -55,7 +44,7 @@ def test_refused_and_carried_changes(spark, tmp_path):
     assert "Traceback" not in refused.stderr and "Py4J" not in refused.stderr
     msg = refused.stderr
     assert "operator state layout" in msg and '["max", 2]' in msg and "result schema" in msg
-    assert "new checkpoint" in msg and "--final" in msg and "migration" in msg
+    assert "new checkpoint" in msg and "--final" in msg and "--migrate-state" in msg
     assert _tree(out) == before  # checkpoint (under the output) and output untouched
 
     carried = _sessionize(inp, out, *aggs, "--backend", "heap", "--partitions", "3")

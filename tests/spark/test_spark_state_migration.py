@@ -1,0 +1,209 @@
+"""State schema evolution through Spark, each run a new application with fresh Python workers: an
+aggregate added to `statekit sessionize` with --migrate-state (rescaled in the same run), and a
+run_keyed job whose own AggregateFunction declares a new accumulator version with a migration."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from statekit.checkpoint import JobChangeError
+from statekit.testing import BACKENDS
+from tests.spark_support import COLUMNS, staged_input
+
+pytestmark = pytest.mark.spark
+
+FRESH = ["--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false"]
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONHASHSEED": "0"})
+
+
+def _sessionize(inp: Path, out: Path, backend: str, partitions: int, *extra: str) -> subprocess.CompletedProcess:
+    return _run([sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--output", str(out),
+                 "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "10s",
+                 "--backend", backend, "--partitions", str(partitions), "--master", "local[2]",
+                 "--trigger", "available-now", *FRESH, *extra])
+
+
+def _records(path: Path) -> list[tuple[str, int, int]]:
+    with open(path) as f:
+        return [(r["user_id"], int(r["ts_ms"]), int(r["value"])) for r in csv.DictReader(f)]
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "_metrics.jsonl").read_text().splitlines()]
+
+
+def _check_max(spark, out: Path, rows: list[tuple], later: list[tuple[str, int, int]]) -> dict:
+    """Sessions fired before the migration have no max; the others the max of their records that came
+    after it (a session open across the change aggregates from there on). Returns the migration epoch's metrics."""
+    metrics = _metrics(out)
+    at = next(i for i, m in enumerate(metrics) if m["job_changes"])
+    before = [str(out / f"epoch={m['epoch']}") for m in metrics[:at] if m["results"]]
+    fired_before = {tuple(r) for r in spark.read.parquet(*before).select(*COLUMNS[:3]).collect()} if before else set()
+    by_key = defaultdict(list)
+    for key, ts, value in later:
+        by_key[key].append((ts, value))
+    for k, s, e, *_, got in rows:
+        expected = None if (k, s, e) in fired_before else max((v for ts, v in by_key[k] if s <= ts < e), default=None)
+        assert got == expected, (k, s, e, got, expected)
+    assert fired_before and any(r[-1] is not None for r in rows)  # both kinds of sessions were met
+    assert all(m["state_migrated"] == 0 for m in metrics[:at] + metrics[at + 1:])  # migrated once, as restored
+    return metrics[at]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sessionize_migrates_an_added_aggregate_while_rescaling(spark, tmp_path, backend):
+    staged = staged_input(spark, tmp_path, 1500, 30, seed=5, files=4)
+    inp, out, files, add = staged.inp, staged.out, staged.files, staged.add
+    aggs = ["--agg", "sum:value", "--agg", "count"]
+
+    add(0)
+    add(1)
+    first = _sessionize(inp, out, backend, 2, *aggs)  # two epochs: the second fires sessions
+    assert first.returncode == 0, first.stderr[-3000:]
+    add(2)
+    migrated = _sessionize(inp, out, backend, 3, *aggs, "--agg", "max:value", "--migrate-state")
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
+    add(3)
+    last = _sessionize(inp, out, backend, 3, *aggs, "--agg", "max:value", "--final")
+    assert last.returncode == 0, last.stderr[-3000:]
+
+    table = spark.read.option("mergeSchema", "true").parquet(str(out))
+    rows = sorted(tuple(r) for r in table.select(*COLUMNS, "max_value").collect())
+    assert [r[:5] for r in rows] == staged.reference  # every session, its sum and count carried across the change
+    migration = _check_max(spark, out, rows, _records(files[2]) + _records(files[3]))
+    assert migration["state_migrated"] > 0 and migration["rescaled_from"] == 2
+    assert "state migrated from version 1 to 2" in migration["job_changes"]
+
+
+FACTORY = '''
+from statekit import AggregateFunction
+
+
+class Stats(AggregateFunction):
+    """(sum, count) in version 1; version 2 adds the max of the values added since."""
+
+    def __init__(self, version):
+        self.version = version
+
+    def create_accumulator(self):
+        return [0, 0] if self.version == 1 else [0, 0, None]
+
+    def add(self, row, acc):
+        acc[0] += row[-1]
+        acc[1] += 1
+        if self.version == 2:
+            acc[2] = row[-1] if acc[2] is None else max(acc[2], row[-1])
+        return acc
+
+    def merge(self, a, b):
+        out = [a[0] + b[0], a[1] + b[1]]
+        if self.version == 2:
+            out.append(b[2] if a[2] is None else (a[2] if b[2] is None else max(a[2], b[2])))
+        return out
+
+    def get_result(self, acc):
+        return tuple(acc) if self.version == 2 else (*acc, None)
+
+    def state_layout(self):
+        return {"class": "Stats", "slots": self.version + 1}
+
+    def accumulator_version(self):
+        return self.version
+
+    def accumulator_migration(self):
+        return (lambda version, acc: acc + [None]) if self.version == 2 else None
+
+
+class Factory:
+    def __init__(self, version):
+        self.version = version
+
+    def __call__(self):
+        from statekit.operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
+
+        class Rows(ProcessWindowFunction):
+            def process(self, key, context, elements):
+                for s, c, m in elements:
+                    yield (key, context.window.start, context.window.end, s, c, m)
+
+        return WindowOperator(EventTimeSessionWindows.with_gap(30_000), function=Stats(self.version),
+                              window_function=Rows())
+'''
+
+SCHEMA = "user_id STRING, window_start BIGINT, window_end BIGINT, sum_value BIGINT, count BIGINT, max_value BIGINT"
+
+RUN = '''
+import sys
+from statekit.spark import run_keyed, spark_session
+from stats_factory import Factory
+
+inp, out, ckpt, backend, version, final = sys.argv[1:7]
+spark = spark_session("local[2]", {"spark.python.worker.reuse": "false", "spark.ui.enabled": "false",
+                                   "spark.statekit.backend": backend})
+df = (spark.readStream.option("header", "true").option("maxFilesPerTrigger", 1)
+      .schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(inp))
+run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],
+          operator_factory=Factory(int(version)), checkpoint=ckpt, output=out, partitions=2,
+          watermark_delay="10s", final=final == "1", result_schema="%s")
+''' % SCHEMA
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, backend, monkeypatch):
+    staged = staged_input(spark, tmp_path, 1200, 25, seed=8, files=3)
+    inp, out, files, ckpt, code = staged.inp, staged.out, staged.files, tmp_path / "ckpt", tmp_path / "code"
+    code.mkdir()
+    (code / "stats_factory.py").write_text(FACTORY)
+    (code / "run.py").write_text(RUN)
+    env_path = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
+
+    def run(version: int, final: bool) -> None:
+        r = subprocess.run([sys.executable, str(code / "run.py"), str(inp), str(out), str(ckpt), backend,
+                            str(version), "1" if final else "0"], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": env_path, "PYTHONHASHSEED": "0"}, cwd=str(code))
+        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
+
+    staged.add(0)
+    staged.add(1)
+    run(1, final=False)  # two epochs: the second fires sessions
+    staged.add(2)
+    before = sorted(p.name for p in out.rglob("*"))
+    # version 2 without its migration: refused by the driver before anything runs (nothing written)
+    monkeypatch.syspath_prepend(str(code))
+    from stats_factory import Factory, Stats
+    from statekit.spark import run_keyed
+
+    class Unmigrated(Stats):
+        def accumulator_migration(self):
+            return None
+
+    class UnmigratedFactory(Factory):
+        def __call__(self):
+            op = super().__call__()
+            op.function = Unmigrated(2)
+            return op
+
+    df = spark.read.option("header", "true").schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(str(inp))
+    with pytest.raises(JobChangeError, match=r'operator state layout.*"version": 1.*"version": 2.*accumulator_migration'):
+        run_keyed(df, key="user_id", time="ts_ms", columns=["value"], operator_factory=UnmigratedFactory(2),
+                  checkpoint=str(ckpt), output=str(out), partitions=2, watermark_delay="10s", result_schema=SCHEMA,
+                  mode="batch")
+    assert sorted(p.name for p in out.rglob("*")) == before
+
+    run(2, final=True)
+    rows = sorted(tuple(r) for r in spark.read.parquet(str(out)).select(*COLUMNS, "max_value").collect())
+    assert [r[:5] for r in rows] == staged.reference
+    migration = _check_max(spark, out, rows, _records(files[2]))
+    assert migration["state_migrated"] > 0
+    assert "state migrated from version 1 to 2" in migration["job_changes"]
