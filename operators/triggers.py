@@ -108,7 +108,20 @@ class Trigger(ABC):
 
 
 class _EventTimeDomain:
-    """A trigger's timers in event time: the watermark is its clock."""
+    """A trigger's timers in event time: the watermark is its clock, and the window fires at its end."""
+
+    def on_element(self, element: Any, timestamp: int | None, window: Any, ctx: TriggerContext) -> TriggerResult:
+        """FIRE at once when the watermark has passed the window's end (a late-but-allowed element),
+        else CONTINUE with a timer registered at that end."""
+        max_ts = window.max_timestamp()
+        if max_ts <= ctx.get_current_watermark():
+            return FIRE
+        ctx.register_event_time_timer(max_ts)
+        return CONTINUE
+
+    def on_processing_time(self, time: int, window: Any, ctx: TriggerContext) -> TriggerResult:
+        """Processing time never fires an event-time trigger."""
+        return CONTINUE
 
     def _now(self, ctx) -> int:
         return ctx.get_current_watermark()
@@ -122,6 +135,10 @@ class _EventTimeDomain:
 
 class _ProcessingTimeDomain:
     """A trigger's timers in processing time."""
+
+    def on_event_time(self, time: int, window: Any, ctx: TriggerContext) -> TriggerResult:
+        """Event time never fires a processing-time trigger."""
+        return CONTINUE
 
     def _now(self, ctx) -> int:
         return ctx.get_current_processing_time()
@@ -171,18 +188,8 @@ class _WindowEndTrigger(Trigger):
 class EventTimeTrigger(_EventTimeDomain, _WindowEndTrigger):
     """Fires once the watermark passes the window's end (immediately for late-but-allowed elements)."""
 
-    def on_element(self, element, timestamp, window, ctx):
-        max_ts = window.max_timestamp()
-        if max_ts <= ctx.get_current_watermark():
-            return FIRE
-        ctx.register_event_time_timer(max_ts)
-        return CONTINUE
-
     def on_event_time(self, time, window, ctx):
         return FIRE if time == window.max_timestamp() else CONTINUE
-
-    def on_processing_time(self, time, window, ctx):
-        return CONTINUE
 
 
 class ProcessingTimeTrigger(_ProcessingTimeDomain, _WindowEndTrigger):
@@ -192,14 +199,23 @@ class ProcessingTimeTrigger(_ProcessingTimeDomain, _WindowEndTrigger):
         ctx.register_processing_time_timer(window.max_timestamp())
         return CONTINUE
 
-    def on_event_time(self, time, window, ctx):
-        return CONTINUE
-
     def on_processing_time(self, time, window, ctx):
         return FIRE
 
 
-class CountTrigger(Trigger):
+class _Untimed:
+    """A trigger that registers no timers: neither time domain fires it."""
+
+    def on_event_time(self, time: int, window: Any, ctx: TriggerContext) -> TriggerResult:
+        """No timer of this trigger is ever due."""
+        return CONTINUE
+
+    def on_processing_time(self, time: int, window: Any, ctx: TriggerContext) -> TriggerResult:
+        """No timer of this trigger is ever due."""
+        return CONTINUE
+
+
+class CountTrigger(_Untimed, Trigger):
     """Fires when the window holds ``count`` elements (counted in a reducing state), then restarts."""
 
     timers_follow_window = True
@@ -220,12 +236,6 @@ class CountTrigger(Trigger):
         if st.get() >= self.count:
             st.clear()
             return FIRE
-        return CONTINUE
-
-    def on_event_time(self, time, window, ctx):
-        return CONTINUE
-
-    def on_processing_time(self, time, window, ctx):
         return CONTINUE
 
     def clear(self, window, ctx):
@@ -348,20 +358,15 @@ class ContinuousEventTimeTrigger(_EventTimeDomain, _ContinuousTrigger):
     """Fires every ``interval`` of event time (aligned to multiples of it) and at the window's end."""
 
     def on_element(self, element, timestamp, window, ctx):
-        max_ts = window.max_timestamp()
-        if max_ts <= ctx.get_current_watermark():
-            return FIRE
-        ctx.register_event_time_timer(max_ts)
-        self._start(timestamp, window, ctx)
-        return CONTINUE
+        result = super().on_element(element, timestamp, window, ctx)
+        if result is CONTINUE:
+            self._start(timestamp, window, ctx)
+        return result
 
     def on_event_time(self, time, window, ctx):
         if time == window.max_timestamp():
             return FIRE
         return self._fire_if_due(time, window, ctx)
-
-    def on_processing_time(self, time, window, ctx):
-        return CONTINUE
 
 
 class ContinuousProcessingTimeTrigger(_ProcessingTimeDomain, _ContinuousTrigger):
@@ -371,25 +376,16 @@ class ContinuousProcessingTimeTrigger(_ProcessingTimeDomain, _ContinuousTrigger)
         self._start(ctx.get_current_processing_time(), window, ctx)
         return CONTINUE
 
-    def on_event_time(self, time, window, ctx):
-        return CONTINUE
-
     def on_processing_time(self, time, window, ctx):
         return self._fire_if_due(time, window, ctx)
 
 
-class NeverTrigger(Trigger):
+class NeverTrigger(_Untimed, Trigger):
     """Never fires (the default of ``GlobalWindows``)."""
 
     timers_follow_window = True
 
     def on_element(self, element, timestamp, window, ctx):
-        return CONTINUE
-
-    def on_event_time(self, time, window, ctx):
-        return CONTINUE
-
-    def on_processing_time(self, time, window, ctx):
         return CONTINUE
 
     def clear(self, window, ctx):

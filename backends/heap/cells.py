@@ -5,19 +5,30 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from statekit import PLAIN_KEY_TYPES, key_identity, detached, AggregatingState, ReducingState, ValueState, ResolvedKey
+from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, ReducingCellRules
 
-
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
-
-
-def _noop(value: Any) -> None:
-    return None
-from .state import _MISSING
+from .state import _INT_MIN, _INT_MAX
 from .state import HeapMergingState
 from .state import HeapState
 
 
-class HeapValueState(HeapState, ValueState):
+class HeapCellState(HeapState, CellRules):
+    """How a heap cell is read and written: an entry of the state's dict, marked dirty when it changes."""
+
+    __slots__ = ()
+
+    def _cell(self, ck: tuple) -> Any:
+        return self._table.get(ck, ABSENT)
+
+    def _stored(self, ck: tuple, cell: Any) -> None:
+        if cell is not ABSENT:
+            self._table[ck] = cell
+            self._dirty.add(ck)
+        elif self._table.pop(ck, ABSENT) is not ABSENT:
+            self._dirty.add(ck)
+
+
+class HeapValueState(HeapCellState, ValueState):
     __slots__ = ("_default",)
 
     def __init__(self, backend, descriptor, validate):
@@ -27,13 +38,7 @@ class HeapValueState(HeapState, ValueState):
     def get_internal(self) -> Any:
         if self._ttl is None:
             return self._table.get(self._ck, self._default)
-        self._accessed()
-        ck = self._ck
-        cell = self._table.get(ck)
-        if cell is None:
-            return self._default
-        visible, value = self._live(ck, cell)
-        return value if visible else self._default
+        return self._visible(self._ck, self._default)
 
     def value(self) -> Any:
         return detached(self.get_internal())
@@ -59,21 +64,12 @@ class HeapValueState(HeapState, ValueState):
         self._dirty.add(ck)
 
     def get_internal_many(self, keys: Sequence[ResolvedKey]) -> list:
-        ns, default, table = self._ns, self._default, self._table
+        ns, default = self._ns, self._default
         if self._ttl is None:
-            get = table.get
+            get = self._table.get
             return [get((k[0] if type(k[0]) in PLAIN_KEY_TYPES else key_identity(k[0]), ns), default) for k in keys]
-        out = []
-        for k in keys:
-            self._accessed()
-            ck = (key_identity(k[0]), ns)
-            cell = table.get(ck)
-            if cell is None:
-                out.append(default)
-                continue
-            visible, value = self._live(ck, cell)
-            out.append(value if visible else default)
-        return out
+        visible = self._visible
+        return [visible((key_identity(k[0]), ns), default) for k in keys]
 
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
         ns, table, dirty = self._ns, self._table, self._dirty
@@ -81,39 +77,28 @@ class HeapValueState(HeapState, ValueState):
             ck = (key_identity(k[0]), ns)
             if value is not None:
                 self._put(ck, value)
-            elif table.pop(ck, _MISSING) is not _MISSING:
+            elif table.pop(ck, ABSENT) is not ABSENT:
                 dirty.add(ck)
 
 
-class HeapReducingState(HeapMergingState, ReducingState):
+class HeapReducingState(ReducingCellRules, HeapMergingState, HeapCellState, ReducingState):
     __slots__ = ("_reduce",)
 
     def __init__(self, backend, descriptor, validate):
         super().__init__(backend, descriptor, validate)
         self._reduce = descriptor.reduce_function
 
-    def _merge_cells(self, a, b):
-        if self._ttl is None:
-            return self._validated(self._reduce(a, b))
-        return (self._validated(self._reduce(a[0], b[0])), self._clock())
-
     def get(self) -> Any:
-        ck = self._ck
         if self._ttl is None:
-            return detached(self._table.get(ck))
-        self._accessed()
-        cell = self._table.get(ck)
-        if cell is None:
-            return None
-        visible, value = self._live(ck, cell)
-        return detached(value) if visible else None
+            return detached(self._table.get(self._ck))
+        return detached(self._visible(self._ck, None))
 
     def add(self, value: Any) -> None:
         ck = self._ck
         table = self._table
         if self._ttl is None:
-            cell = table.get(ck, _MISSING)
-            new = value if cell is _MISSING else self._reduce(cell, value)
+            cell = table.get(ck, ABSENT)
+            new = value if cell is ABSENT else self._reduce(cell, value)
             t = type(new)
             if t not in self._trusted or (t is int and not _INT_MIN <= new <= _INT_MAX):
                 new = detached(self._validated(new))
@@ -125,41 +110,21 @@ class HeapReducingState(HeapMergingState, ReducingState):
         self._dirty.add(ck)
 
 
-class HeapAggregatingState(HeapMergingState, AggregatingState):
+class HeapAggregatingState(AggregatingCellRules, HeapMergingState, HeapCellState, AggregatingState):
     __slots__ = ("_agg",)
 
     def __init__(self, backend, descriptor, validate):
         super().__init__(backend, descriptor, validate)
         self._agg = descriptor.agg_function
 
-    def _merge_cells(self, a, b):
-        if self._ttl is None:
-            return self._validated(self._agg.merge(a, b))
-        return (self._validated(self._agg.merge(a[0], b[0])), self._clock())
-
-    def _accumulator(self) -> Any:
-        ck = self._ck
-        if self._ttl is None:
-            return self._table.get(ck, _MISSING)
-        self._accessed()
-        cell = self._table.get(ck, _MISSING)
-        if cell is _MISSING:
-            return _MISSING
-        visible, acc = self._live(ck, cell)
-        return acc if visible else _MISSING
-
-    def get(self) -> Any:
-        acc = self._accumulator()
-        return None if acc is _MISSING else detached(self._agg.get_result(acc))
-
     def add(self, value: Any) -> None:
+        """The shared rule; without TTL the dict entry is read and written inline (a per-record path)."""
+        if self._ttl is not None:
+            AggregatingCellRules.add(self, value)  # not super(): cheaper, and the rule is this one
+            return
         ck = self._ck
         agg = self._agg
-        if self._ttl is None:
-            acc = self._table.get(ck, _MISSING)
-        else:
-            acc = self._accumulator()
-        acc = agg.add(value, agg.create_accumulator() if acc is _MISSING else acc)
-        self._validated(acc)
-        self._table[ck] = acc if self._ttl is None else (acc, self._clock())
+        acc = self._table.get(ck, ABSENT)
+        acc = agg.add(value, agg.create_accumulator() if acc is ABSENT else acc)
+        self._table[ck] = self._validated(acc)
         self._dirty.add(ck)

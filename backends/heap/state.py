@@ -83,19 +83,6 @@ class HeapState(InternalKeyedState, InternalKvState):
         if self._cleanup_n:
             self._cleanup_expired(self._cleanup_n)
 
-    def _live(self, ck: tuple, cell: tuple) -> tuple[bool, Any]:
-        """(visible, value) of a value-like TTL cell; deletes it when expired, refreshes on read."""
-        value, ts = cell
-        now = self._clock()
-        if ts + self._ttl_ms <= now:
-            if self._table.pop(ck, None) is not None:
-                self._dirty.add(ck)
-            return self._ttl.return_expired, value
-        if self._ttl.refresh_on_read:
-            self._table[ck] = (value, now)
-            self._dirty.add(ck)
-        return True, value
-
     def _purge(self, ck: tuple, cell: Any, now: int) -> int:
         """Delete what of ``cell`` has expired at ``now``; returns how many items went."""
         if cell[1] + self._ttl_ms <= now:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from typing import Any, Iterable, Sequence
 
 from statekit import detached, AggregatingState, InternalMergingState, MsgpackSerializer, ReducingState, ResolvedKey, ValueState
+from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, MergingCellRules, ReducingCellRules
 
 from .db import Closed
 from .keys import STAMP_SIZE, stamp, stamp_of
 from .read_cache import ReadCache
-from .state import _MISS, _ABSENT
+from .state import _MISS
 from .state import RocksDBState
 
 
-class RocksDBCellState(RocksDBState):
+class RocksDBCellState(RocksDBState, CellRules):
     """One value per cell; the overlay holds the objects written this epoch."""
 
     __slots__ = ("_cache", "_check")
@@ -33,7 +33,7 @@ class RocksDBCellState(RocksDBState):
         return value
 
     def _cell(self, ck: bytes) -> Any:
-        """The cell (value, or (value, ts) with TTL) under ``ck``, or _ABSENT."""
+        """The cell under ``ck`` from the overlay, else the read cache, else RocksDB (then cached)."""
         cell = self._ov.get(ck, _MISS)
         if cell is _MISS:
             cell = self._cache.hit(ck, _MISS)
@@ -41,7 +41,7 @@ class RocksDBCellState(RocksDBState):
                 raw = self._db.get(ck)
                 cache = self._cache
                 if raw is None:
-                    cell = _ABSENT
+                    cell = ABSENT
                     cache.put(ck, cell, 0)
                 else:
                     cell = self._decode(raw)
@@ -54,19 +54,8 @@ class RocksDBCellState(RocksDBState):
             return self._loads(raw)
         return (self._loads(raw[STAMP_SIZE:]), stamp_of(raw))
 
-    def _live(self, ck: bytes, cell: tuple) -> tuple[bool, Any]:
-        """(visible, value) of a TTL cell; deletes it when expired, refreshes it on read."""
-        value, ts = cell
-        now = self._clock()
-        if ts + self._ttl_ms <= now:
-            self._stored(ck, _ABSENT)
-            return self._ttl.return_expired, value
-        if self._ttl.refresh_on_read:
-            self._stored(ck, (value, now))
-        return True, value
-
     def clear(self) -> None:
-        self._stored(self._ck, _ABSENT)
+        self._stored(self._ck, ABSENT)
 
     def _write_overlay(self, batch: Any) -> None:
         h = self._cfh
@@ -75,7 +64,7 @@ class RocksDBCellState(RocksDBState):
         ttl = self._ttl is not None
         put = cache.put
         for ck, cell in self._ov.items():
-            if cell is _ABSENT:
+            if cell is ABSENT:
                 batch.delete(ck, h)
                 put(ck, cell, 0)
                 continue
@@ -96,14 +85,10 @@ class RocksDBCellState(RocksDBState):
         self._cache = closed
 
 
-class RocksDBMergingCellState(RocksDBCellState, InternalMergingState):
+class RocksDBMergingCellState(RocksDBCellState, MergingCellRules, InternalMergingState):
     """``merge_namespaces`` in Flink's order: sources merged among themselves, then into the target."""
 
     __slots__ = ()
-
-    @abstractmethod
-    def _merge_cells(self, a: Any, b: Any) -> Any:
-        """Combine two cells (``b`` after ``a``)."""
 
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
         kp = self._key_prefix()
@@ -113,15 +98,15 @@ class RocksDBMergingCellState(RocksDBCellState, InternalMergingState):
                 continue
             sck = kp + self._ns_bytes(src)
             cell = self._cell(sck)
-            if cell is _ABSENT:
+            if cell is ABSENT:
                 continue
-            self._stored(sck, _ABSENT)
+            self._stored(sck, ABSENT)
             merged = cell if merged is _MISS else self._merge_cells(merged, cell)
         if merged is _MISS:
             return
         tck = kp + self._ns_bytes(target)
         current = self._cell(tck)
-        self._stored(tck, merged if current is _ABSENT else self._merge_cells(current, merged))
+        self._stored(tck, merged if current is ABSENT else self._merge_cells(current, merged))
 
 
 class RocksDBValueState(RocksDBCellState, ValueState):
@@ -134,18 +119,13 @@ class RocksDBValueState(RocksDBCellState, ValueState):
     def get_internal(self) -> Any:
         ck = self._ck
         if self._ttl is not None:
-            self._accessed()
-            cell = self._cell(ck)
-            if cell is _ABSENT:
-                return self._default
-            visible, value = self._live(ck, cell)
-            return value if visible else self._default
+            return self._visible(ck, self._default)
         cell = self._ov.get(ck, _MISS)
         if cell is _MISS:
             cell = self._cache.hit(ck, _MISS)
             if cell is _MISS:
                 cell = self._cell(ck)
-        return self._default if cell is _ABSENT else cell
+        return self._default if cell is ABSENT else cell
 
     def value(self) -> Any:
         return detached(self.get_internal())
@@ -157,16 +137,8 @@ class RocksDBValueState(RocksDBCellState, ValueState):
         kgp, nsb, default = self._kgp, self._nsb, self._default
         cks = [kgp[kg] + kb + nsb for _, kg, kb in keys]
         if self._ttl is not None:
-            out = []
-            for ck in cks:
-                self._accessed()
-                cell = self._cell(ck)
-                if cell is _ABSENT:
-                    out.append(default)
-                    continue
-                visible, value = self._live(ck, cell)
-                out.append(value if visible else default)
-            return out
+            visible = self._visible
+            return [visible(ck, default) for ck in cks]
         ov, cache = self._ov, self._cache
         out: list = []
         misses: list[int] = []
@@ -176,7 +148,7 @@ class RocksDBValueState(RocksDBCellState, ValueState):
                 cell = cache.hit(ck, _MISS)
                 if cell is _MISS:
                     misses.append(len(out))
-            out.append(default if cell is _ABSENT else cell)
+            out.append(default if cell is ABSENT else cell)
         if misses:
             # one point lookup per miss: rocksdict's list multi-get measured slower than a loop of gets
             get, loads, put = self._db.get, self._loads, cache.put
@@ -184,7 +156,7 @@ class RocksDBValueState(RocksDBCellState, ValueState):
                 ck = cks[i]
                 raw = get(ck)
                 if raw is None:
-                    put(ck, _ABSENT, 0)
+                    put(ck, ABSENT, 0)
                     out[i] = default
                 else:
                     out[i] = cell = loads(raw)
@@ -198,7 +170,7 @@ class RocksDBValueState(RocksDBCellState, ValueState):
         for (_, kg, kb), value in zip(keys, values, strict=True):
             ck = kgp[kg] + kb + nsb
             if value is None:
-                entry = _ABSENT
+                entry = ABSENT
             else:
                 try:
                     check(value)
@@ -229,70 +201,34 @@ class RocksDBValueState(RocksDBCellState, ValueState):
             self._stored(self._ck, (value, self._clock()))
 
 
-class RocksDBReducingState(RocksDBMergingCellState, ReducingState):
+class RocksDBReducingState(ReducingCellRules, RocksDBMergingCellState, ReducingState):
     __slots__ = ("_reduce",)
 
     def __init__(self, backend, descriptor, family, write_buffer) -> None:
         super().__init__(backend, descriptor, family, write_buffer)
         self._reduce = descriptor.reduce_function
 
-    def _merge_cells(self, a, b):
-        if self._ttl is None:
-            return self._validated(self._reduce(a, b))
-        return (self._validated(self._reduce(a[0], b[0])), self._clock())
-
     def get(self) -> Any:
         ck = self._ck
         if self._ttl is None:
             cell = self._cell(ck)
-            return None if cell is _ABSENT else detached(cell)
-        self._accessed()
-        cell = self._cell(ck)
-        if cell is _ABSENT:
-            return None
-        visible, value = self._live(ck, cell)
-        return detached(value) if visible else None
+            return None if cell is ABSENT else detached(cell)
+        return detached(self._visible(ck, None))
 
     def add(self, value: Any) -> None:
         ck = self._ck
         if self._ttl is None:
             cell = self._cell(ck)
-            self._stored(ck, self._validated(detached(value) if cell is _ABSENT else self._reduce(cell, value)))
+            self._stored(ck, self._validated(detached(value) if cell is ABSENT else self._reduce(cell, value)))
         else:
             current = self.get()
             new = detached(value) if current is None else self._reduce(current, value)
             self._stored(ck, (self._validated(new), self._clock()))
 
 
-class RocksDBAggregatingState(RocksDBMergingCellState, AggregatingState):
+class RocksDBAggregatingState(AggregatingCellRules, RocksDBMergingCellState, AggregatingState):
     __slots__ = ("_agg",)
 
     def __init__(self, backend, descriptor, family, write_buffer) -> None:
         super().__init__(backend, descriptor, family, write_buffer)
         self._agg = descriptor.agg_function
-
-    def _merge_cells(self, a, b):
-        if self._ttl is None:
-            return self._validated(self._agg.merge(a, b))
-        return (self._validated(self._agg.merge(a[0], b[0])), self._clock())
-
-    def _accumulator(self) -> Any:
-        ck = self._ck
-        if self._ttl is None:
-            return self._cell(ck)
-        self._accessed()
-        cell = self._cell(ck)
-        if cell is _ABSENT:
-            return cell
-        visible, acc = self._live(ck, cell)
-        return acc if visible else _ABSENT
-
-    def get(self) -> Any:
-        acc = self._accumulator()
-        return None if acc is _ABSENT else detached(self._agg.get_result(acc))
-
-    def add(self, value: Any) -> None:
-        agg = self._agg
-        acc = self._accumulator()
-        acc = self._validated(agg.add(value, agg.create_accumulator() if acc is _ABSENT else acc))
-        self._stored(self._ck, acc if self._ttl is None else (acc, self._clock()))

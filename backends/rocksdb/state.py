@@ -3,7 +3,8 @@
 Value, reducing and aggregating state keep the *objects* written this epoch in the overlay
 (serialized once, when the overlay is written) and a bounded LRU of deserialized cells read
 from or written to RocksDB; the cache is refreshed only from the overlay's write or from a
-RocksDB read of a cell not in the overlay, so it is never stale. List and map state keep
+RocksDB read of a cell not in the overlay, so it is never stale (``ABSENT`` there: in the overlay a
+pending delete, in the cache a cell known not to exist). List and map state keep
 per-cell deltas of element/entry bytes (see ``write_buffer``): ``add`` appends bytes without
 reading, ``merge_namespaces`` moves element bytes without decoding them.
 
@@ -23,6 +24,7 @@ from abc import abstractmethod
 from typing import Any, Callable, Iterator
 
 from statekit import KeyedStateBackend, KEY_SERIALIZER, NO_KEY, InternalKeyedState, InternalKvState, NoCurrentKeyError, SerializationError, StateDescriptor
+from statekit.cell_rules import ABSENT
 
 from .db import Closed
 from .keys import STAMP_SIZE, decode_cell, scan, stamp, stamp_of
@@ -30,8 +32,6 @@ from .write_buffer import WriteBuffer
 
 
 _MISS = object()
-_ABSENT = object()
-"""No value: in the overlay a pending delete, in the read cache a cell known not to exist."""
 _NS_CACHE_LIMIT = 1 << 14
 
 
@@ -148,7 +148,7 @@ class RocksDBState(InternalKeyedState, InternalKvState):
     def _purge(self, ck: bytes, entries: list[tuple[bytes, bytes]], now: int) -> int:
         """Delete what of one stored cell has expired at ``now`` (via the overlay); returns how many items."""
         if stamp_of(entries[0][1]) + self._ttl_ms <= now:
-            self._ov[ck] = _ABSENT
+            self._ov[ck] = ABSENT
             return 1
         return 0
 
