@@ -12,7 +12,7 @@ Per-record paths a backend inlines for speed (a heap read is one dict lookup) st
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from .detach import detached
 
@@ -20,8 +20,8 @@ ABSENT = object()
 """No cell: what ``_cell`` returns for a cell that does not exist, and the ``_stored`` cell that deletes one."""
 
 
-class CellRules(ABC):
-    """TTL visibility of a cell, on top of the backend's cell read and write."""
+class CellAccess(ABC):
+    """How a backend's state reads and writes one whole cell (a value, a list, a map)."""
 
     __slots__ = ()
 
@@ -32,6 +32,45 @@ class CellRules(ABC):
     @abstractmethod
     def _stored(self, ck: Any, cell: Any) -> None:
         """Make ``cell`` the cell under ``ck`` (ABSENT deletes it)."""
+
+
+class NamespaceMerging(CellAccess):
+    """Flink's ``mergeNamespaces`` for states whose cells merge whole: the sources' cells merged among
+    themselves in the order given, then into the target's (a source equal to the target is skipped)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def _merge_cells(self, a: Any, b: Any) -> Any:
+        """Two cells as one (``b`` after ``a``)."""
+
+    @abstractmethod
+    def _cell_keys(self) -> Callable[[Any], Any]:
+        """The cell key of a namespace under the current key; raises NoCurrentKeyError without one."""
+
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        cell_key = self._cell_keys()
+        merged = ABSENT
+        for src in sources:
+            if src == target:
+                continue
+            sck = cell_key(src)
+            cell = self._cell(sck)
+            if cell is ABSENT:
+                continue
+            self._stored(sck, ABSENT)
+            merged = cell if merged is ABSENT else self._merge_cells(merged, cell)
+        if merged is ABSENT:
+            return
+        tck = cell_key(target)
+        current = self._cell(tck)
+        self._stored(tck, merged if current is ABSENT else self._merge_cells(current, merged))
+
+
+class CellRules(CellAccess):
+    """TTL visibility of a cell, on top of the backend's cell read and write."""
+
+    __slots__ = ()
 
     @abstractmethod
     def _cleanup_expired(self, budget: int) -> int:
@@ -59,7 +98,7 @@ class CellRules(ABC):
         return value
 
 
-class MergingCellRules(CellRules):
+class MergingCellRules(CellRules, NamespaceMerging):
     """How two cells of a mergeable state combine (``merge_namespaces``)."""
 
     __slots__ = ()

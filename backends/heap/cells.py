@@ -7,25 +7,13 @@ from typing import Any, Sequence
 from statekit import PLAIN_KEY_TYPES, key_identity, detached, AggregatingState, ReducingState, ValueState, ResolvedKey
 from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, ReducingCellRules
 
-from .state import _INT_MIN, _INT_MAX
-from .state import HeapMergingState
-from .state import HeapState
+from .state import _INT_MAX, _INT_MIN, HeapMergingState, HeapState
 
 
 class HeapCellState(HeapState, CellRules):
-    """How a heap cell is read and written: an entry of the state's dict, marked dirty when it changes."""
+    """The cell rules (TTL-visible reads) over the heap's dict entries."""
 
     __slots__ = ()
-
-    def _cell(self, ck: tuple) -> Any:
-        return self._table.get(ck, ABSENT)
-
-    def _stored(self, ck: tuple, cell: Any) -> None:
-        if cell is not ABSENT:
-            self._table[ck] = cell
-            self._dirty.add(ck)
-        elif self._table.pop(ck, ABSENT) is not ABSENT:
-            self._dirty.add(ck)
 
 
 class HeapValueState(HeapCellState, ValueState):

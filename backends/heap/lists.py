@@ -6,13 +6,7 @@ from typing import Any, Iterable
 
 from statekit import detached, ListState
 
-
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
-
-
-def _noop(value: Any) -> None:
-    return None
-from .state import HeapMergingState
+from .state import _INT_MAX, _INT_MIN, HeapMergingState
 
 
 class HeapListState(HeapMergingState, ListState):

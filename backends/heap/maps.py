@@ -5,14 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from statekit import detached, MapState, SerializationError, KEY_SERIALIZER
+from statekit.cell_rules import ABSENT
 
-
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
-
-
-def _noop(value: Any) -> None:
-    return None
-from .state import _MISSING
 from .state import HeapState
 
 
@@ -54,15 +48,15 @@ class HeapMapState(HeapState, MapState):
         return cell or None
 
     def _live_entry(self, key: Any) -> Any:
-        """The value under ``key`` or _MISSING; with TTL, only this entry is expired or refreshed."""
+        """The value under ``key`` or ABSENT; with TTL, only this entry is expired or refreshed."""
         ck = self._ck
         if self._ttl is None:
             cell = self._table.get(ck)
-            return _MISSING if cell is None else cell.get(key, _MISSING)
+            return ABSENT if cell is None else cell.get(key, ABSENT)
         self._accessed()
         cell = self._table.get(ck)
-        e = _MISSING if cell is None else cell.get(key, _MISSING)
-        if e is _MISSING:
+        e = ABSENT if cell is None else cell.get(key, ABSENT)
+        if e is ABSENT:
             return e
         now = self._clock()
         if e[1] + self._ttl_ms <= now:
@@ -70,7 +64,7 @@ class HeapMapState(HeapState, MapState):
             if not cell:
                 del self._table[ck]
             self._dirty.add(ck)
-            return e[0] if self._ttl.return_expired else _MISSING
+            return e[0] if self._ttl.return_expired else ABSENT
         if self._ttl.refresh_on_read:
             cell[key] = (e[0], now)
             self._dirty.add(ck)
@@ -78,7 +72,7 @@ class HeapMapState(HeapState, MapState):
 
     def get(self, key: Any) -> Any:
         value = self._live_entry(key)
-        return None if value is _MISSING else detached(value)
+        return None if value is ABSENT else detached(value)
 
     def put(self, key: Any, value: Any) -> None:
         self._check_user_key(key)
@@ -111,13 +105,13 @@ class HeapMapState(HeapState, MapState):
         if self._ttl is not None:
             self._accessed()
         cell = self._table.get(ck)
-        if cell is not None and cell.pop(key, _MISSING) is not _MISSING:
+        if cell is not None and cell.pop(key, ABSENT) is not ABSENT:
             if not cell:
                 del self._table[ck]
             self._dirty.add(ck)
 
     def contains(self, key: Any) -> bool:
-        return self._live_entry(key) is not _MISSING
+        return self._live_entry(key) is not ABSENT
 
     def keys(self) -> list:
         cell = self._live_map()

@@ -8,13 +8,12 @@ cell in ``_dirty`` so that an incremental snapshot can ship just what changed.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
+from statekit.cell_rules import ABSENT, NamespaceMerging
 from statekit import key_identity, key_of_identity, KeyedStateBackend, InternalKeyedState, InternalKvState, InternalMergingState, SerializationError, StateDescriptor, NO_KEY, MsgpackSerializer
 
 
-_MISSING = object()
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 _MSGPACK_TRUSTED = frozenset((int, str, float, bool, bytes))
 """Types msgpack always encodes (ints only within 64 bits), checked inline on the per-record write paths."""
@@ -109,8 +108,8 @@ class HeapState(InternalKeyedState, InternalKvState):
                 restarted = True
             ck = cursor.pop()
             budget -= 1
-            cell = table.get(ck, _MISSING)
-            if cell is not _MISSING:
+            cell = table.get(ck, ABSENT)
+            if cell is not ABSENT:
                 removed += self._purge(ck, cell, now)
         return removed
 
@@ -139,33 +138,25 @@ class HeapState(InternalKeyedState, InternalKvState):
         dirty, self._dirty = self._dirty, set()
         return dirty
 
+    def _cell(self, ck: tuple) -> Any:
+        return self._table.get(ck, ABSENT)
 
-class HeapMergingState(HeapState, InternalMergingState):
-    """``merge_namespaces`` in Flink's order: sources merged among themselves, then into the target."""
+    def _stored(self, ck: tuple, cell: Any) -> None:
+        """Set (or, with ABSENT, delete) the entry of ``ck``, marked dirty when it changes."""
+        if cell is not ABSENT:
+            self._table[ck] = cell
+            self._dirty.add(ck)
+        elif self._table.pop(ck, ABSENT) is not ABSENT:
+            self._dirty.add(ck)
+
+
+class HeapMergingState(HeapState, InternalMergingState, NamespaceMerging):
+    """``merge_namespaces`` (the rule in ``statekit.cell_rules``) over the state's dict."""
 
     __slots__ = ()
+    merge_namespaces = NamespaceMerging.merge_namespaces  # InternalMergingState's abstract one precedes it in the MRO
 
-    @abstractmethod
-    def _merge_cells(self, a: Any, b: Any) -> Any:
-        """Combine two cells (``b`` after ``a``)."""
-
-    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+    def _cell_keys(self) -> Callable[[Any], tuple]:
         self._backend.get_current_key()  # raises without a current key
-        key = self._ck[0]
-        table, dirty = self._table, self._dirty
-        merged = _MISSING
-        for src in sources:
-            if src == target:
-                continue
-            sk = (key, src)
-            cell = table.pop(sk, _MISSING)
-            if cell is _MISSING:
-                continue
-            dirty.add(sk)
-            merged = cell if merged is _MISSING else self._merge_cells(merged, cell)
-        if merged is _MISSING:
-            return
-        tk = (key, target)
-        current = table.get(tk, _MISSING)
-        table[tk] = merged if current is _MISSING else self._merge_cells(current, merged)
-        dirty.add(tk)
+        ident = self._ck[0]
+        return lambda namespace: (ident, namespace)

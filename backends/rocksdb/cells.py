@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from statekit import detached, AggregatingState, InternalMergingState, MsgpackSerializer, ReducingState, ResolvedKey, ValueState
-from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, MergingCellRules, ReducingCellRules
+from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, MergingCellRules, NamespaceMerging, ReducingCellRules
 
 from .db import Closed
 from .keys import STAMP_SIZE, stamp, stamp_of
@@ -86,27 +86,14 @@ class RocksDBCellState(RocksDBState, CellRules):
 
 
 class RocksDBMergingCellState(RocksDBCellState, MergingCellRules, InternalMergingState):
-    """``merge_namespaces`` in Flink's order: sources merged among themselves, then into the target."""
+    """``merge_namespaces`` (the rule in ``statekit.cell_rules``) over RocksDB cells."""
 
     __slots__ = ()
+    merge_namespaces = NamespaceMerging.merge_namespaces  # InternalMergingState's abstract one may precede it in the MRO
 
-    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
-        kp = self._key_prefix()
-        merged = _MISS
-        for src in sources:
-            if src == target:
-                continue
-            sck = kp + self._ns_bytes(src)
-            cell = self._cell(sck)
-            if cell is ABSENT:
-                continue
-            self._stored(sck, ABSENT)
-            merged = cell if merged is _MISS else self._merge_cells(merged, cell)
-        if merged is _MISS:
-            return
-        tck = kp + self._ns_bytes(target)
-        current = self._cell(tck)
-        self._stored(tck, merged if current is ABSENT else self._merge_cells(current, merged))
+    def _cell_keys(self) -> Callable[[Any], bytes]:
+        kp, ns_bytes = self._key_prefix(), self._ns_bytes
+        return lambda namespace: kp + ns_bytes(namespace)
 
 
 class RocksDBValueState(RocksDBCellState, ValueState):
@@ -219,11 +206,11 @@ class RocksDBReducingState(ReducingCellRules, RocksDBMergingCellState, ReducingS
         ck = self._ck
         if self._ttl is None:
             cell = self._cell(ck)
-            self._stored(ck, self._validated(detached(value) if cell is ABSENT else self._reduce(cell, value)))
+            self._stored(ck, self._validated(detached(value if cell is ABSENT else self._reduce(cell, value))))
         else:
             current = self.get()
-            new = detached(value) if current is None else self._reduce(current, value)
-            self._stored(ck, (self._validated(new), self._clock()))
+            new = value if current is None else self._reduce(current, value)
+            self._stored(ck, (self._validated(detached(new)), self._clock()))
 
 
 class RocksDBAggregatingState(AggregatingCellRules, RocksDBMergingCellState, AggregatingState):

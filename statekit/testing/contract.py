@@ -1524,6 +1524,11 @@ def _extend_list(a: list, b: list) -> list:
     return a + b
 
 
+def _keep_last(a: list, b: list) -> list:
+    """A reduce function handing back its argument itself."""
+    return b
+
+
 @pytest.mark.parametrize("ttl_on", [False, True])
 def test_values_read_or_written_never_alias_stored_state(backend, ttl_on):
     """Mutating what a read returned, or what was written, never changes state; on every state kind."""
@@ -1554,6 +1559,12 @@ def test_values_read_or_written_never_alias_stored_state(backend, ttl_on):
     result = agg.get()
     agg.add(2)
     assert result == [1] and agg.get() == [1, 2]
+    last = backend.get_state(desc(ReducingStateDescriptor("last", _keep_last)))
+    last.add([0])
+    second = [1]
+    last.add(second)
+    second.append("after the write")
+    assert last.get() == [1]
 
 
 def test_internal_access_hands_the_stored_value_itself(backend):
