@@ -27,7 +27,7 @@ from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, Val
 from .columns import factorize, out_of_order_keys, session_runs
 from .gc_pause import gc_paused
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
-from .windows import TimeWindow
+from .windows import TimeWindow, touch
 
 SESSIONS_STATE = "sessions"
 
@@ -205,7 +205,7 @@ class SessionEngine:
     def _record(self, key: Any, sessions: list, t: int, value: Any, wm: int) -> None:
         """One record, as one-by-one processing sees it: merge, add, and fire at once or drop when late."""
         gap = self.gap
-        hits = [s for s in sessions if s[0] <= t + gap and s[1] >= t]
+        hits = [s for s in sessions if touch(s[0], s[1], t, t + gap)]
         if not hits:
             if self._cleanup(t + gap) <= wm:
                 self._sink.late_record(value, t)

@@ -14,6 +14,11 @@ TIME_WINDOW_TYPE_CODE = 10
 GLOBAL_WINDOW_TYPE_CODE = 11
 
 
+def touch(start_a: int, end_a: int, start_b: int, end_b: int) -> bool:
+    """Windows [start_a, end_a) and [start_b, end_b) overlap or touch: the rule by which sessions merge."""
+    return start_a <= end_b and end_a >= start_b
+
+
 class TimeWindow(NamedTuple):
     """The half-open interval [start, end) of event or processing time, in ms."""
 
@@ -26,7 +31,7 @@ class TimeWindow(NamedTuple):
 
     def intersects(self, other: "TimeWindow") -> bool:
         """True when the windows overlap or touch (so touching session windows merge)."""
-        return self[0] <= other[1] and self[1] >= other[0]
+        return touch(self[0], self[1], other[0], other[1])
 
     def cover(self, other: "TimeWindow") -> "TimeWindow":
         """The smallest window containing both."""
@@ -54,7 +59,7 @@ class TimeWindow(NamedTuple):
         current = None
         group: list[TimeWindow] = []
         for w in sorted(set(windows)):
-            if current is not None and current[0] <= w[1] and current[1] >= w[0]:
+            if current is not None and touch(current[0], current[1], w[0], w[1]):
                 if w[1] > current[1]:
                     current = TimeWindow(current[0], w[1])
                 group.append(w)

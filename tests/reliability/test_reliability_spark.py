@@ -296,8 +296,8 @@ def test_checkpoint_location_down_for_good_then_for_a_while(spark, tmp_path, bac
 
     first = go(d1, "stream")
     assert first.total("records") == 600
-    away = _break(ck)  # down for good: a clear error naming the location after the retries
-    with pytest.raises(CheckpointUnavailableError, match=f"checkpoint location '{ck}': list '_driver' failed after 5 attempts"):
+    away = _break(ck)  # down for good: a clear error naming the location after the retries (sessionize reads the job first)
+    with pytest.raises(CheckpointUnavailableError, match=f"checkpoint location '{ck}': read '_job/job.json' failed after 5 attempts"):
         go(d2, "batch")
     timer = threading.Timer(1.0, _repair, (ck, away))  # down for a while: retried with backoff until it is back
     timer.start()
