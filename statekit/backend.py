@@ -375,7 +375,7 @@ class KeyedStateBackend(ABC):
         svc.restore_time(max(svc.current_watermark(), t["watermark"]),
                          max(svc.current_processing_time(), t["processing_time"]))
         dumps = KEY_SERIALIZER.dumps
-        for domain, queue in (("event", svc._event), ("processing", svc._processing)):
+        for domain, queue in svc.queues():
             for ts, key, ns in t[domain]:
                 kb = dumps(key)
                 kg = key_group_for_bytes(kb, self.max_parallelism)

@@ -118,6 +118,10 @@ class InternalTimerService:
         self._processing_time = MIN_TIMESTAMP
         self._ns_bytes: dict[Any, bytes] = {}
 
+    def queues(self) -> tuple[tuple[str, TimerQueue], tuple[str, TimerQueue]]:
+        """``("event", queue), ("processing", queue)``: for the backend that made them (snapshots, release)."""
+        return ("event", self._event), ("processing", self._processing)
+
     def set_target(self, target: TimerTarget) -> None:
         """Re-bind the callback object (a restored service gets its operator after restore)."""
         self._target = target

@@ -37,6 +37,6 @@ class HeapKeyedStateBackend(HeapSnapshots, KeyedStateBackend):
             st._table.clear()
             st._dirty.clear()
         for svc in self._timer_services.values():
-            svc._event.clear()
-            svc._processing.clear()
+            for _, queue in svc.queues():
+                queue.clear()
         self._closed = True

@@ -91,7 +91,7 @@ class HeapSnapshots(IncrementalSnapshots):
         out, count = {}, 0
         for name, svc in self._timer_services.items():
             section = {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time()}
-            for domain, queue in (("event", svc._event), ("processing", svc._processing)):
+            for domain, queue in svc.queues():
                 changes = queue.take_changes()
                 section[domain] = {"add": [list(t) for t in changes.values() if t is not None],
                                    "del": [list(decode_timer(k)[0]) for k, t in changes.items() if t is None]}
@@ -103,8 +103,8 @@ class HeapSnapshots(IncrementalSnapshots):
         for st in self._states.values():
             st._take_dirty()
         for svc in self._timer_services.values():
-            svc._event.take_changes()
-            svc._processing.take_changes()
+            for _, queue in svc.queues():
+                queue.take_changes()
         self._ckpt_clocks = self._clocks()
 
     def snapshot_incremental(self, writer: SnapshotWriter) -> dict[str, Any]:
@@ -116,8 +116,7 @@ class HeapSnapshots(IncrementalSnapshots):
         full = writer.force_full or not chain or self._ckpt_clocks is None or len(chain) >= writer.policy.full_every
         if not full:
             changed = sum(len(st._dirty) for st in self._states.values())
-            changed += sum(len(svc._event._changes) + len(svc._processing._changes)
-                           for svc in self._timer_services.values())
+            changed += sum(queue.change_count() for svc in self._timer_services.values() for _, queue in svc.queues())
             accumulated = base.snapshot.get("chain_changes", 0) + changed
             full = accumulated > writer.policy.max_changelog_fraction * max(1, self.num_entries())
         if full:
@@ -180,8 +179,7 @@ class HeapSnapshots(IncrementalSnapshots):
     def unchanged_since_snapshot(self) -> bool:
         """True when no cell, timer or clock changed since the last snapshot or restore (fast path)."""
         return (not any(st._dirty for st in self._states.values())
-                and not any(svc._event.has_changes() or svc._processing.has_changes()
-                            for svc in self._timer_services.values())
+                and not any(queue.change_count() for svc in self._timer_services.values() for _, queue in svc.queues())
                 and self._ckpt_clocks == self._clocks())
 
     def _import_pending(self, name: str, descriptor: Any, st: Any, pending: dict) -> bool:

@@ -73,8 +73,9 @@ class HeapTimerQueue(TimerQueue):
         self._heap.clear()
         self._index.clear()
 
-    def has_changes(self) -> bool:
-        return bool(self._changes)
+    def change_count(self) -> int:
+        """Timers added or removed since the last ``take_changes``."""
+        return len(self._changes)
 
     def take_changes(self) -> dict[bytes, Timer | None]:
         """Timers added (sort key -> timer) and removed (sort key -> None) since the last call."""

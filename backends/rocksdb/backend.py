@@ -100,6 +100,6 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
         for st in self._states.values():
             st._release(closed)
         for svc in self._timer_services.values():
-            svc._event._release(closed)
-            svc._processing._release(closed)
+            for _, queue in svc.queues():
+                queue._release(closed)
         self._store.close()

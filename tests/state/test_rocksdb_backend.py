@@ -366,7 +366,7 @@ def test_timer_head_is_served_from_the_cache(make):
     b.set_current_key("u")
     for ts in range(100):
         svc.register_event_time_timer(None, ts)
-    queue = svc._event
+    queue = svc.queues()[0][1]
     assert queue.cached() <= 8 and not queue.cache_holds_all()
     queue.peek()                                # fills the cache
     spy = Counting(queue._db)
@@ -388,7 +388,7 @@ def test_timer_cache_knows_when_it_holds_everything(make):
     b.set_current_key("u")
     for ts in (5, 3, 9):
         svc.register_event_time_timer(None, ts)
-    queue = svc._event
+    queue = svc.queues()[0][1]
     assert queue.cache_holds_all() and queue.cached() == 3
     spy = Counting(queue._db)
     queue._db = spy
@@ -412,7 +412,7 @@ def test_memory_options_reach_rocksdb(make):
     b.set_current_key("u")
     for ts in range(20):
         svc.register_event_time_timer(None, ts)
-    assert svc._event.cached() == 3
+    assert svc.queues()[0][1].cached() == 3
 
 
 def test_read_cache_is_bounded_by_serialized_bytes(make):
