@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from ..descriptors import ColumnarAggregate
 
 KINDS = ("sum", "count", "min", "max", "avg", "first", "last")
@@ -110,8 +112,6 @@ class RowAggregate(ColumnarAggregate):
         """Vectorized ``add`` over segments of rows (see ``AggregateFunction``): numpy reductions for
         integer and float columns without nulls, a per-row fold otherwise. Float sums may differ
         from one-by-one addition in the last bits (the order of additions differs)."""
-        import numpy as np
-
         ends = np.append(starts[1:], len(order))
         per_agg = []
         for kind, pos in self.aggs:
@@ -164,8 +164,6 @@ def _numeric(column: Sequence[Any], order: Any) -> Any:
     """``column`` in ``order`` as an int64 or float64 array, or None when it has nulls or other types
     (a list mixing ints, floats or bools: their results keep the type the row path gives them),
     NaN or -0.0 (numpy orders and breaks min/max ties differently) or an int64 sum could overflow."""
-    import numpy as np
-
     try:
         values = np.asarray(column)
     except (ValueError, OverflowError):

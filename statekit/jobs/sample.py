@@ -7,6 +7,9 @@ import os
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from ..clickstream import Click
 
 COLUMNS = ("user_id", "ts_ms", "value")
@@ -32,9 +35,6 @@ def write_clickstream(clicks: list[Click], directory: str | Path, files: int = 1
                 w.writerow(COLUMNS)
                 w.writerows(chunk)
         else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
             table = pa.table({"user_id": pa.array([c.user_id for c in chunk], pa.string()),
                               "ts_ms": pa.array([c.ts_ms for c in chunk], pa.int64()),
                               "value": pa.array([c.value for c in chunk], pa.int64())})
