@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 _SHOWN = 200
+_ROW_TYPES = {tuple, list}
 
 
 class ResultSchemaError(TypeError):
@@ -32,14 +33,14 @@ def output_table(rows: list[Any], schema: Any, what: str) -> Any:
     if not rows:
         return schema.empty_table()
     width = len(schema)
-    for i, row in enumerate(rows):
-        if not isinstance(row, (tuple, list)) or len(row) != width:
-            got = f"{len(row)} values" if isinstance(row, (tuple, list)) else f"a {type(row).__name__}, not a tuple"
-            raise ResultSchemaError(f"{what} row {i} {_short(row)} does not fit the {what} schema "
-                                    f"({_schema_text(schema)}): {width} values expected, got {got}")
+    if not set(map(type, rows)) <= _ROW_TYPES or set(map(len, rows)) != {width}:  # the rare case: find the row
+        for i, row in enumerate(rows):
+            if not isinstance(row, (tuple, list)) or len(row) != width:
+                got = f"{len(row)} values" if isinstance(row, (tuple, list)) else f"a {type(row).__name__}, not a tuple"
+                raise ResultSchemaError(f"{what} row {i} {_short(row)} does not fit the {what} schema "
+                                        f"({_schema_text(schema)}): {width} values expected, got {got}")
     arrays = []
-    for c, field in enumerate(schema):
-        values = [row[c] for row in rows]
+    for field, values in zip(schema, zip(*rows)):  # columns transposed in C, not row by row
         try:
             arrays.append(pa.array(values, field.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
