@@ -191,3 +191,4 @@ def test_a_checkpoint_of_one_layout_is_refused_by_the_other():
     carried, refused = compare({"operator": engine.describe()}, {"operator": record.describe()})
     assert not carried and len(refused) == 1 and "state layout" in refused[0]
     assert '"sessions-per-key"' in refused[0] and '"window-namespaces"' in refused[0]
+

@@ -1,10 +1,12 @@
-"""State schema evolution through Spark, each run a new application with fresh Python workers: an
-aggregate added to `statekit sessionize` with --migrate-state (rescaled in the same run), and a
-run_keyed job whose own AggregateFunction declares a new accumulator version with a migration."""
+"""A changed job on an existing checkpoint, each run a new application with fresh Python workers: an
+aggregate added to `statekit sessionize` is refused before anything runs (checkpoint and output
+untouched), then migrated with --migrate-state while the job also moves backend and partition count;
+and a run_keyed job whose own AggregateFunction declares a new accumulator version with a migration."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import subprocess
@@ -15,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from statekit.checkpoint import JobChangeError
-from statekit.testing import BACKENDS
 from tests.spark_support import COLUMNS, staged_input
 
 pytestmark = pytest.mark.spark
@@ -61,19 +62,34 @@ def _check_max(spark, out: Path, rows: list[tuple], later: list[tuple[str, int, 
     return metrics[at]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sessionize_migrates_an_added_aggregate_while_rescaling(spark, tmp_path, backend):
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("first,then", [("rocksdb", "heap"), ("heap", "heap")], ids=["rocksdb-to-heap", "heap"])
+def test_sessionize_refuses_then_migrates_an_added_aggregate(spark, tmp_path, first, then):
+    """``then`` == ``first``: the backend's own snapshots are migrated; else the logical one, into the other."""
     staged = staged_input(spark, tmp_path, 1500, 30, seed=5, files=4)
     inp, out, files, add = staged.inp, staged.out, staged.files, staged.add
     aggs = ["--agg", "sum:value", "--agg", "count"]
 
     add(0)
     add(1)
-    first = _sessionize(inp, out, backend, 2, *aggs)  # two epochs: the second fires sessions
-    assert first.returncode == 0, first.stderr[-3000:]
+    run = _sessionize(inp, out, first, 2, *aggs)  # two epochs: the second fires sessions
+    assert run.returncode == 0, run.stderr[-3000:]
+    before = _tree(out)
     add(2)
     add(3)  # two more epochs, then the final one
-    migrated = _sessionize(inp, out, backend, 3, *aggs, "--agg", "max:value", "--migrate-state", "--final")
+    if first != then:  # once: without --migrate-state the added aggregate is refused before anything runs
+        refused = _sessionize(inp, out, first, 2, *aggs, "--agg", "max:value")
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        msg = refused.stderr
+        assert "Traceback" not in msg and "Py4J" not in msg
+        assert "operator state layout" in msg and '["max", 2]' in msg and "result schema" in msg
+        assert "new checkpoint" in msg and "--final" in msg and "--migrate-state" in msg
+        assert _tree(out) == before  # checkpoint (under the output) and output untouched
+    migrated = _sessionize(inp, out, then, 3, *aggs, "--agg", "max:value", "--migrate-state", "--final")
     assert migrated.returncode == 0, migrated.stderr[-3000:]
 
     table = spark.read.option("mergeSchema", "true").parquet(str(out))
@@ -81,7 +97,9 @@ def test_sessionize_migrates_an_added_aggregate_while_rescaling(spark, tmp_path,
     assert [r[:5] for r in rows] == staged.reference  # every session, its sum and count carried across the change
     migration = _check_max(spark, out, rows, _records(files[2]) + _records(files[3]))
     assert migration["state_migrated"] > 0 and migration["rescaled_from"] == 2
-    assert "state migrated from version 1 to 2" in migration["job_changes"]
+    changes = migration["job_changes"]
+    assert "partitions: 2 -> 3" in changes and "state migrated from version 1 to 2" in changes
+    assert (f'backend: "{first}" -> "{then}"' in changes) == (first != then)
 
 
 FACTORY = '''
