@@ -100,16 +100,18 @@ class WindowOperator(KeyedOperator, SessionSink):
     def describe(self) -> dict[str, Any]:
         fn = self.function
         layout = fn.state_layout() if isinstance(fn, AggregateFunction) else qualified_name(fn)
-        versioned = self.kind == _AGGREGATE and isinstance(fn, AggregateFunction)
+        acc = self._accumulating()
+        version = acc.accumulator_version() if acc is not None else 1
         return {"state": {"operator": "WindowOperator", "assigner": type(self.assigner).__name__,
-                          "function": layout, "kind": self.kind, "version": fn.accumulator_version() if versioned else 1,
+                          "function": layout, "kind": self.kind,
+                          **({"version": version} if version > 1 else {}),  # as recorded before versions existed
                           "window_function": None if self.window_function is None else qualified_name(self.window_function),
                           "trigger": type(self.trigger).__name__,
                           "evictor": None if self.evictor is None else type(self.evictor).__name__,
                           "layout": "sessions-per-key" if self._by_session_engine else "window-namespaces"},
                 "parameters": {"assigner": repr(self.assigner), "trigger": repr(self.trigger),
                                "allowed_lateness": self.allowed_lateness},
-                "migration": versioned and fn.accumulator_migration() is not None}
+                "migration": acc is not None and acc.accumulator_migration() is not None}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self, backend: KeyedStateBackend, output: Output) -> None:
@@ -146,12 +148,17 @@ class WindowOperator(KeyedOperator, SessionSink):
                                                                              SessionEngine.cell_migration)), self._svc, self,
                                            *self._incremental(), self.metrics, self._clears_window_state)
 
+    def _accumulating(self) -> AggregateFunction | None:
+        """The AggregateFunction whose accumulators this operator stores (and versions), if any."""
+        fn = self.function
+        return fn if self.kind == _AGGREGATE and isinstance(fn, AggregateFunction) else None
+
     def _versioned(self, descriptor: StateDescriptor, lift: Callable[[Migration], Migration]) -> StateDescriptor:
         """``descriptor`` of a state holding the function's accumulators, at their version, with their
         migration (``lift`` applies an accumulator migration to the state's values); each migrated
         accumulator (a window's) counts in ``metrics["state_migrated"]``."""
-        fn = self.function
-        if self.kind != _AGGREGATE or not isinstance(fn, AggregateFunction):
+        fn = self._accumulating()
+        if fn is None:
             return descriptor
         migrate = fn.accumulator_migration()
         if migrate is None:

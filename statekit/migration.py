@@ -29,9 +29,13 @@ def cell_migration(descriptor: StateDescriptor, stored_version: int) -> Callable
                                   f"version {version} without a migration: declare one (with_version(version, "
                                   f"migration)) or restore into the job that wrote it")
 
+    dumps = descriptor.serializer.dumps
+
     def value(key: Any, old: Any) -> Any:
         try:
-            return migration(stored_version, old)
+            new = migration(stored_version, old)
+            dumps(new)  # a value the state cannot store fails here, naming state and key, not at a later snapshot
+            return new
         except Exception as e:
             raise StateMigrationError(f"state '{name}', key {key!r}: migrating a value from version {stored_version} "
                                       f"to {version} failed: {type(e).__name__}: {e}") from e

@@ -1435,6 +1435,9 @@ def test_failing_migration_names_state_key_and_versions(make_backend):
     dst = restored_value(make_backend, "k1", 5)
     with pytest.raises(StateMigrationError, match=r"state 'v', key 'k1': migrating a value from version 1 to 2 failed: TypeError"):
         dst.get_state(ValueStateDescriptor("v").with_version(2, lambda v, x: x + "!"))
+    unstorable = restored_value(make_backend, "k2", 5)
+    with pytest.raises(StateMigrationError, match=r"state 'v', key 'k2': migrating a value from version 1 to 2 failed"):
+        unstorable.get_state(ValueStateDescriptor("v").with_version(2, lambda v, x: {x}))  # a set: not serializable
 
 
 def test_versions_are_checked_when_declared():

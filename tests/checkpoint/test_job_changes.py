@@ -45,3 +45,18 @@ def test_a_declared_migration_carries_state_columns_and_results_but_not_the_key(
     assert len(refused) == 2
     _, refused = compare(job(), job(**added, operator__migration=True, key={"column": "session", "type": "string"}))
     assert refused == ['key column and type: {"column": "user_id", "type": "string"} -> {"column": "session", "type": "string"}']
+
+
+def test_jobs_recorded_before_versions_existed_still_compare_equal_and_migrate():
+    """A version-1 operator describes its state as statekit did before versions (no "version" field), so
+    such a checkpoint is not refused after an upgrade; a later version with a migration is recognised."""
+    from statekit.jobs.sessionize import SessionOperatorFactory
+
+    v1 = {"operator": SessionOperatorFactory(30_000, (("sum", 0), ("count", None)))().describe()}
+    assert "version" not in v1["operator"]["state"] and v1["operator"]["migration"] is False
+    assert compare(v1, copy.deepcopy(v1)) == ([], [])
+    v2 = {"operator": SessionOperatorFactory(30_000, (("sum", 0), ("count", None), ("max", 0)),
+                                             ("sum_v", "count", "max_v"), 2, ((1, ("sum_v", "count")),))().describe()}
+    assert v2["operator"]["state"]["version"] == 2 and v2["operator"]["migration"] is True
+    carried, refused = compare(v1, v2)
+    assert refused == [] and carried[0] == "state migrated from version 1 to 2"

@@ -97,3 +97,38 @@ def test_rescaled_restore_migrates(backend_name, tmp_path):
         mine = [k for k in KEYS if r.backend.key_group_of(k) in kgs]
         assert mine and {k: c[0] for k, c in content(r.backend, mine, version=2).items()} == {k: k + "!" for k in mine}
         r.backend.close()
+
+
+FRESH = """
+import json
+from statekit import StateConfig, ValueStateDescriptor
+from statekit.checkpoint import CheckpointStore, format_report, inspect_checkpoint
+store = CheckpointStore({root!r})
+b = store.restore("op", StateConfig(backend={name!r}, max_parallelism={mp}, local_dir={local!r})).backend
+v = b.get_state(ValueStateDescriptor("v").with_version(2, lambda version, old: old + "!"))
+b.set_current_key("k1")
+got = v.value()
+store.commit("op", 1, b)
+b.close()
+print(json.dumps({{"value": got, "report": format_report(inspect_checkpoint({root!r}))}}))
+"""
+
+
+def test_migration_and_inspect_in_a_fresh_interpreter(backend_name, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    store = CheckpointStore(str(tmp_path / "ckpt"))
+    b = store.restore("op", config(backend_name, tmp_path, "a"), ALL).backend
+    b.set_current_key("k1")
+    b.get_state(ValueStateDescriptor("v")).update("k1")
+    store.commit("op", 0, b)
+    b.close()
+    code = FRESH.format(root=str(tmp_path / "ckpt"), name=backend_name, mp=MAX_PAR, local=str(tmp_path / "b"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["value"] == "k1!"
+    assert "epoch 0:" in out["report"] and "state v (version 1)" in out["report"]
+    assert "epoch 1:" in out["report"] and "state v (version 2)" in out["report"]

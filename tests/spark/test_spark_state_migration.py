@@ -211,7 +211,7 @@ def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, monkeypatch):
             return op
 
     df = spark.read.option("header", "true").schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(str(inp))
-    with pytest.raises(JobChangeError, match=r'operator state layout.*"version": 1.*"version": 2.*accumulator_migration'):
+    with pytest.raises(JobChangeError, match=r'operator state layout.*"slots": 2.*"slots": 3.*"version": 2.*accumulator_migration'):
         run_keyed(df, key="user_id", time="ts_ms", columns=["value"], operator_factory=UnmigratedFactory(2),
                   checkpoint=str(ckpt), output=str(out), partitions=2, watermark_delay="10s", result_schema=SCHEMA,
                   mode="batch")
