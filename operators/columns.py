@@ -65,7 +65,7 @@ def session_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, ga
     cut = np.ones(len(order), dtype=bool)
     cut[1:] = (c[1:] != c[:-1]) | (t[1:] - t[:-1] > gap)
     if len(touch_codes):
-        first = _first_at_or_after(c, t, touch_codes, touch_lo)
+        first = first_at_or_after(c, t, touch_codes, touch_lo)
         inside = first < len(order)
         first = first[inside]
         cut[first[t[first] <= touch_hi[inside]]] = True
@@ -74,7 +74,7 @@ def session_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, ga
     return Runs(c[starts].tolist(), t[starts].tolist(), t[ends - 1].tolist(), (ends - starts).tolist(), order, starts)
 
 
-def _first_at_or_after(c: np.ndarray, t: np.ndarray, qc: np.ndarray, qt: np.ndarray) -> np.ndarray:
+def first_at_or_after(c: np.ndarray, t: np.ndarray, qc: np.ndarray, qt: np.ndarray) -> np.ndarray:
     """For each query (qc[i], qt[i]): the first position p of the (code, time)-sorted rows with
     ``c[p] == qc[i] and t[p] >= qt[i]``, or ``len(c)`` (one past the end) when there is none."""
     n = len(c)

@@ -10,7 +10,9 @@ timers in bulk; a watermark takes every due timer at once, fires and cleans the 
 writes their keys back.
 
 Records are cut with numpy into runs (``operators.columns``) whose contents are aggregated in one
-vectorized pass when the function has ``accumulate``. Keys with records out of time order, or
+vectorized pass when the function has ``accumulate``. When it is a ``PackedAggregate`` the value is
+a packed cell (``operators.packed_sessions``) instead, and an epoch's keys are decoded, merged, timed,
+fired and encoded together with numpy; a key whose accumulators do not pack keeps the list form. Keys with records out of time order, or
 with a record whose own window is not after the watermark (late, or firing at once), take
 one-record runs in arrival order instead. Either way the merges, contents (order-sensitive
 functions included), results, late records and timers equal one-by-one processing.
@@ -22,17 +24,20 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, ValueState, key_identity
+from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, ValueState, key_identity
 
 from .columns import factorize, out_of_order_keys, session_runs
 from .gc_pause import gc_paused
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
+from .packed_sessions import NO_TIMER, PackedCells, SessionTable, merged
 from .windows import TimeWindow, touch
 
 SESSIONS_STATE = "sessions"
 
 Fold = Callable[[np.ndarray, np.ndarray], list]
 """``fold(order, starts)``: one new accumulator per run j, folding ``add`` over rows ``order[starts[j]:starts[j+1]]``."""
+PackedFold = Callable[[np.ndarray, np.ndarray], Any]
+"""``fold`` with the accumulators packed (``PackedAggregate.accumulate_packed``): an array, or None."""
 
 
 class SessionSink(Protocol):
@@ -56,7 +61,8 @@ class SessionEngine:
 
     def __init__(self, gap: int, lateness: int, backend: KeyedStateBackend, state: ValueState,
                  timers: InternalTimerService, sink: SessionSink, add: Callable[[Any, Any], Any],
-                 merge: Callable[[Any, Any], Any], metrics: dict[str, int], clears: bool) -> None:
+                 merge: Callable[[Any, Any], Any], metrics: dict[str, int], clears: bool,
+                 packed: PackedAggregate | None = None) -> None:
         self.gap = gap
         self.lateness = lateness
         self._backend = backend
@@ -67,61 +73,75 @@ class SessionEngine:
         self._merge = merge        # merge(a, b) -> acc (b after a)
         self._metrics = metrics
         self._clears = clears
+        self._cells = PackedCells(packed) if packed is not None else None
 
     # -- rules ---------------------------------------------------------------------------------
     def _cleanup(self, end: int) -> int:
         """When a session ending at ``end`` is dropped: its last timestamp plus the allowed lateness."""
         return min(end - 1 + self.lateness, MAX_TIMESTAMP)
 
-    def _next_timer(self, sessions: list, wm: int) -> int | None:
-        """The one timer a key needs: its earliest pending fire (end - 1 after the watermark) or cleanup."""
-        best = None
-        for s in sessions:
-            t = s[1] - 1
-            if t <= wm:
-                t = self._cleanup(s[1])
-                if t == MAX_TIMESTAMP:
-                    continue
-            if best is None or t < best:
-                best = t
-        return best
+    def _cleanups(self, ends: np.ndarray) -> np.ndarray:
+        """``_cleanup`` of many session ends."""
+        last = ends - 1
+        return np.where(last > MAX_TIMESTAMP - self.lateness, MAX_TIMESTAMP, last + self.lateness)
 
-    @staticmethod
-    def _decode(cell: Any) -> tuple[int | None, list]:
+    def _next_timers(self, owner: np.ndarray, ends: np.ndarray, n: int, wm: int) -> np.ndarray:
+        """The one timer each of ``n`` keys needs (NO_TIMER for none): its sessions' (``owner``, ``ends``)
+        earliest pending fire (end - 1 after the watermark) or cleanup (never MAX_TIMESTAMP)."""
+        due = ends - 1
+        passed = due <= wm
+        due = np.where(passed, self._cleanups(ends), due)
+        timers = np.full(n, MAX_TIMESTAMP, np.int64)
+        np.minimum.at(timers, owner, due)
+        return np.where(timers == MAX_TIMESTAMP, NO_TIMER, timers)
+
+    def _decode(self, cell: Any) -> tuple[int | None, list]:
+        """A stored value as ``(timer or None, [[start, end, accumulator], ...])``."""
         if cell is None:
             return None, []
+        if type(cell) is bytes:
+            return self._cells.to_sessions(cell)
         it = iter(cell)
         timer = next(it)
         return timer, [[s, e, acc] for s, e, acc in zip(it, it, it)]
 
-    @staticmethod
-    def _encode(timer: int | None, sessions: list) -> list | None:
+    def _encode(self, timer: int | None, sessions: list) -> Any:
+        """The value to store: packed when the function packs these accumulators, else a list."""
         if not sessions:
             return None
+        if self._cells is not None:
+            packed = self._cells.from_sessions(timer, sessions)
+            if packed is not None:
+                return packed
         cell = [timer]
         for s in sessions:
             cell += s
         return cell
 
     @staticmethod
-    def cell_migration(migrate: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
-        """A migration of the engine's stored values from one of their accumulators' (each session's)."""
-        def cell(version: int, stored: list) -> list:
-            out = list(stored)
+    def cell_migration(migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
+        """A migration of the engine's stored values from one of their accumulators' (each session's);
+        a packed value is read with the layout of its version and comes out in the list form."""
+        cells = PackedCells(packed) if packed is not None else None
+
+        def cell(version: int, stored: Any) -> list:
+            out = cells.unpack_version(stored, version) if type(stored) is bytes else list(stored)
             for i in range(3, len(out), 3):
                 out[i] = migrate(version, out[i])
             return out
         return cell
 
     # -- an epoch's records --------------------------------------------------------------------
-    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None) -> None:
+    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+                fold_packed: PackedFold | None = None) -> None:
         """The epoch's records at the current watermark: record i is ``(keys[i], value_of(i), timestamps[i])``;
-        ``fold`` (when given) aggregates runs of rows in one pass."""
+        ``fold`` (when given) aggregates runs of rows in one pass, ``fold_packed`` into packed accumulators."""
         if len(keys):
             with gc_paused():
-                self._process(keys, timestamps, value_of, fold)
+                self._process(keys, timestamps, value_of, fold, fold_packed)
 
-    def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None) -> None:
+    def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+                 fold_packed: PackedFold | None) -> None:
         ts, good, problems = self._timestamps(timestamps)
         codes, distinct = self._codes(keys, good, problems)
         for r in sorted(problems):
@@ -159,9 +179,10 @@ class SessionEngine:
                     self._record(key, sessions, int(ts[r]), value_of(r), wm)
                 new_cells[i] = sessions
         fast_rows = rows[~slow[c]]
+        packed = None
         if len(fast_rows):
-            self._runs(codes, ts, fast_rows, cells, value_of, fold, old_timers, new_cells)
-        self._store(resolved, new_cells, old_timers, wm)
+            packed = self._runs(codes, ts, fast_rows, cells, value_of, fold, fold_packed, old_timers, new_cells, wm)
+        self._store(resolved, new_cells, old_timers, wm, packed)
 
     @staticmethod
     def _timestamps(timestamps: Any) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
@@ -234,14 +255,30 @@ class SessionEngine:
         target[1] = max(hi, hits[-1][1])
         return target
 
-    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict,
-              value_of: Callable[[int], Any], fold: Fold | None, old_timers: dict, new_cells: dict) -> None:
-        """Keys whose records are in time order and all after the watermark: merged run by run."""
+    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict, value_of: Callable[[int], Any],
+              fold: Fold | None, fold_packed: PackedFold | None, old_timers: dict, new_cells: dict,
+              wm: int) -> tuple[list, list, np.ndarray, np.ndarray] | None:
+        """Keys whose records are in time order and all after the watermark: merged run by run, or all
+        at once when their cells are packed (returned as ``_store``'s packed entries)."""
         gap = self.gap
+        fast = np.unique(codes[rows])
+        cell_list = [cells[code] for code in fast.tolist()]
+        if fold_packed is not None and self._cells is not None and all(type(x) is not list for x in cell_list):
+            table = self._cells.decode(cell_list)
+            lo, hi = table.rows[:, 0], table.rows[:, 1]
+            runs = session_runs(codes, ts, rows, gap, fast[table.owner], lo - gap, hi)
+            accs = fold_packed(runs.order, runs.starts)
+            if accs is not None:
+                owner = np.searchsorted(fast, np.asarray(runs.codes, np.int64))
+                firsts, lasts = np.asarray(runs.firsts, np.int64), np.asarray(runs.lasts, np.int64)
+                result = merged(table, owner, firsts, lasts + gap, accs, self._cells.function)
+                if result is not None:
+                    result.timers = self._next_timers(result.owner, result.rows[:, 1], len(fast), wm)
+                    return fast.tolist(), self._cells.encode(result), result.timers, table.timers
         stored: dict[int, list] = {}
         tc, lo, hi = [], [], []
-        for code in np.unique(codes[rows]).tolist():
-            old_timers[code], sessions = self._decode(cells[code])
+        for code, cell in zip(fast.tolist(), cell_list):
+            old_timers[code], sessions = self._decode(cell)
             stored[code] = sessions
             for s in sessions:
                 tc.append(code)
@@ -278,16 +315,29 @@ class SessionEngine:
                 target[2] = acc
                 j += 1
             new_cells[code] = sessions
+        return None
 
-    def _store(self, resolved: list, new_cells: dict, old_timers: dict, wm: int) -> None:
-        """Write every touched key once and move its timer."""
+    def _store(self, resolved: list, new_cells: dict, old_timers: dict, wm: int,
+               packed: tuple[list, list, np.ndarray, np.ndarray] | None = None) -> None:
+        """Write every touched key once and move its timer; ``packed``: keys already encoded, as
+        (codes, cells, new timers, old timers) with NO_TIMER for none."""
         codes = list(new_cells)
+        sessions_of = [new_cells[code] for code in codes]
+        counts = [len(sessions) for sessions in sessions_of]
+        ends = np.fromiter((s[1] for sessions in sessions_of for s in sessions), np.int64, sum(counts))
+        timers = self._next_timers(np.repeat(np.arange(len(codes)), counts), ends, len(codes), wm).tolist()
+        timers = [None if t == NO_TIMER else t for t in timers]
+        olds = [old_timers.get(code) for code in codes]
+        values = [self._encode(t, sessions) for t, sessions in zip(timers, sessions_of)]
+        if packed is not None:
+            p_codes, p_values, p_timers, p_olds = packed
+            codes += p_codes
+            values += p_values
+            timers += [None if t == NO_TIMER else t for t in p_timers.tolist()]
+            olds += [None if t == NO_TIMER else t for t in p_olds.tolist()]
         scopes = [resolved[i] for i in codes]
-        values, drop, drop_at, add, add_at = [], [], [], [], []
-        for code, scope in zip(codes, scopes):
-            sessions = new_cells[code]
-            timer = self._next_timer(sessions, wm)
-            old = old_timers.get(code)
+        drop, drop_at, add, add_at = [], [], [], []
+        for scope, timer, old in zip(scopes, timers, olds):
             if timer != old:
                 if old is not None:
                     drop.append(scope)
@@ -295,7 +345,6 @@ class SessionEngine:
                 if timer is not None:
                     add.append(scope)
                     add_at.append(timer)
-            values.append(self._encode(timer, sessions))
         self._state.update_internal_many(scopes, values)
         if drop:
             self._timers.delete_event_time_timers(drop, None, drop_at)
@@ -318,6 +367,9 @@ class SessionEngine:
         if refused:  # a stored timer always has a valid key
             raise RuntimeError(f"timer of an invalid key: {next(iter(refused.values()))}")
         cells = self._state.get_internal_many(resolved)
+        if self._cells is not None and all(type(cell) is not list for cell in cells):
+            self._advance_packed(resolved, cells, previous, watermark)
+            return
         actions = []
         new_cells: dict[int, list] = {}
         for i, (scope, cell) in enumerate(zip(resolved, cells)):
@@ -342,6 +394,39 @@ class SessionEngine:
             window = TimeWindow(s[0], s[1])
             if kind == 0:
                 sink.fire_session(key, window, s[2])
+            else:
+                sink.clear_session(key, window)
+
+    def _advance_packed(self, resolved: list, cells: list, previous: int, watermark: int) -> None:
+        """``_advance`` of packed cells, decided for all due keys at once."""
+        table = self._cells.decode(cells)
+        n = len(resolved)
+        ends = table.rows[:, 1]
+        fire_at = ends - 1
+        cleanup = self._cleanups(ends)
+        fired = np.flatnonzero((previous < fire_at) & (fire_at <= watermark))
+        clean = (cleanup <= watermark) & (cleanup != MAX_TIMESTAMP)
+        cleared = np.flatnonzero(clean) if self._clears else np.zeros(0, np.int64)
+        keep = ~clean
+        left = SessionTable(np.zeros(n, np.int64), table.owner[keep], table.rows[keep])
+        left.timers = self._next_timers(left.owner, left.rows[:, 1], n, watermark)
+        self._store(resolved, {}, {}, watermark,
+                    (list(range(n)), self._cells.encode(left), left.timers, np.full(n, NO_TIMER, np.int64)))
+        rank = np.empty(n, np.int64)
+        rank[sorted(range(n), key=lambda i: resolved[i][1:])] = np.arange(n)
+        rows = np.concatenate((fired, cleared))
+        kinds = np.concatenate((np.zeros(len(fired), np.int8), np.ones(len(cleared), np.int8)))
+        times = np.concatenate((fire_at[fired], cleanup[cleared]))
+        order = np.lexsort((kinds, rank[table.owner[rows]], times)).tolist()
+        accs = self._cells.function.unpack(table.rows[fired, 2:])
+        rows_l, kinds_l, owner = rows.tolist(), kinds.tolist(), table.owner.tolist()
+        starts, ends_l = table.rows[:, 0].tolist(), ends.tolist()
+        sink = self._sink
+        for a in order:
+            r = rows_l[a]
+            key, window = resolved[owner[r]][0], TimeWindow(starts[r], ends_l[r])
+            if kinds_l[a] == 0:
+                sink.fire_session(key, window, accs[a])
             else:
                 sink.clear_session(key, window)
 

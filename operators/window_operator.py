@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from statekit import (MAX_TIMESTAMP, AggregateFunction, ColumnarAggregate, InvalidKeyError, KeyedStateBackend,
-                      ListStateDescriptor, StateDescriptor, Timer, ValueStateDescriptor)
+                      ListStateDescriptor, PackedAggregate, StateDescriptor, Timer, ValueStateDescriptor)
 from statekit.descriptors import Migration, qualified_name
 from statekit.durations import to_millis
 
@@ -143,15 +143,21 @@ class WindowOperator(KeyedOperator, SessionSink):
                 fn.open(KeyedStateStore(backend))
         self._sessions = None
         if self._by_session_engine:
-            self._sessions = SessionEngine(self.assigner.gap, self.allowed_lateness, backend,
-                                           backend.get_state(self._versioned(ValueStateDescriptor(SESSIONS_STATE),
-                                                                             SessionEngine.cell_migration)), self._svc, self,
-                                           *self._incremental(), self.metrics, self._clears_window_state)
+            packed = self._packed()
+            state = backend.get_state(self._versioned(ValueStateDescriptor(SESSIONS_STATE),
+                                                      lambda migrate: SessionEngine.cell_migration(migrate, packed)))
+            self._sessions = SessionEngine(self.assigner.gap, self.allowed_lateness, backend, state, self._svc, self,
+                                           *self._incremental(), self.metrics, self._clears_window_state, packed)
 
     def _accumulating(self) -> AggregateFunction | None:
         """The AggregateFunction whose accumulators this operator stores (and versions), if any."""
         fn = self.function
         return fn if self.kind == _AGGREGATE and isinstance(fn, AggregateFunction) else None
+
+    def _packed(self) -> PackedAggregate | None:
+        """The function when its accumulators pack (the session engine then stores packed cells)."""
+        fn = self._accumulating()
+        return fn if isinstance(fn, PackedAggregate) else None
 
     def _versioned(self, descriptor: StateDescriptor, lift: Callable[[Migration], Migration]) -> StateDescriptor:
         """``descriptor`` of a state holding the function's accumulators, at their version, with their
@@ -231,9 +237,11 @@ class WindowOperator(KeyedOperator, SessionSink):
         if self._sessions is None:
             super().process_columns(keys, timestamps, columns)
             return
-        accumulate = self.function.accumulate if isinstance(self.function, ColumnarAggregate) else None
-        fold = None if accumulate is None else (lambda order, starts: accumulate(columns, order, starts))
-        self._sessions.process(keys, np.asarray(timestamps), lambda r: tuple(c[r] for c in columns), fold)
+        fn = self.function
+        fold = None if not isinstance(fn, ColumnarAggregate) else (lambda order, starts: fn.accumulate(columns, order, starts))
+        packed = self._packed()
+        fold_packed = None if packed is None else (lambda order, starts: packed.accumulate_packed(columns, order, starts))
+        self._sessions.process(keys, np.asarray(timestamps), lambda r: tuple(c[r] for c in columns), fold, fold_packed)
 
     def process_watermark(self, watermark: int) -> None:
         if self._sessions is None:

@@ -5,7 +5,7 @@ Backends (heap, RocksDB) live in the ``backends`` package and are found through 
 
 from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY, create_backend
 from .config import OptionSpec, StateConfig, parse_size
-from .descriptors import (AggregateFunction, ColumnarAggregate, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+from .descriptors import (AggregateFunction, ColumnarAggregate, PackedAggregate, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                           ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
 from .detach import detached, is_immutable
 from .durations import to_millis
@@ -23,7 +23,7 @@ from .timers import (MAX_TIMESTAMP, MIN_TIMESTAMP, InternalTimerService, Timer, 
 from .ttl import StateTtlConfig, StateVisibility, UpdateType
 
 __all__ = [
-    "AggregateFunction", "AggregatingState", "ColumnarAggregate", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
+    "AggregateFunction", "AggregatingState", "ColumnarAggregate", "PackedAggregate", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
     "InternalKeyedState", "InternalKvState", "InternalMergingState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError",
     "KeyedStateBackend", "ListState", "ListStateDescriptor", "MAX_TIMESTAMP", "MIN_TIMESTAMP", "MapState",
     "MapStateDescriptor", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",

@@ -62,6 +62,37 @@ class ColumnarAggregate(AggregateFunction[tuple, ACC, OUT]):
         where row r is ``tuple(col[r] for col in columns)``; ``order`` and ``starts`` are int arrays."""
 
 
+class PackedAggregate(ColumnarAggregate[ACC, OUT]):
+    """A ColumnarAggregate whose accumulators can also be held as fixed-width rows of int64 words:
+    what lets the session engine keep a key's sessions as one packed cell and read, merge, write and
+    fire them for a whole epoch with numpy instead of per key in Python.
+
+    Implementing it promises everything ``ColumnarAggregate`` does, plus that ``merge`` is
+    associative (the engine merges a run of accumulators in one pass, in their order) and that
+    ``unpack(pack(accs)) == accs``. Each ``*_packed`` method may return None when its input does not
+    fit (say, a value outside int64): the engine then takes the per-accumulator methods instead."""
+
+    @abstractmethod
+    def packed_width(self, version: int | None = None) -> int:
+        """Words per accumulator (of accumulator ``version``; None: the current one)."""
+
+    @abstractmethod
+    def pack(self, accumulators: Sequence[ACC]) -> Any:
+        """The accumulators as an int64 array of shape (n, packed_width()), or None if one cannot be packed."""
+
+    @abstractmethod
+    def unpack(self, words: Any, version: int | None = None) -> list[ACC]:
+        """The accumulators of packed rows (written by accumulator ``version``; None: the current one)."""
+
+    @abstractmethod
+    def accumulate_packed(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> Any:
+        """``pack(accumulate(columns, order, starts))``, computed on columns, or None."""
+
+    @abstractmethod
+    def merge_packed(self, words: Any, starts: Any) -> Any:
+        """One row per group j: ``merge`` folded over rows ``words[starts[j]:starts[j+1]]`` in order, or None."""
+
+
 class StateDescriptor:
     """Base of all descriptors; ``kind`` tells a backend which state class to build."""
 

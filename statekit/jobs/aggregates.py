@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..descriptors import ColumnarAggregate
+from ..descriptors import PackedAggregate
 
 KINDS = ("sum", "count", "min", "max", "avg", "first", "last")
 
@@ -41,10 +41,20 @@ def parse_aggs(specs: Iterable[str]) -> list[Agg]:
     return aggs
 
 
-class RowAggregate(ColumnarAggregate):
+_NONE, _INT, _FLOAT, _BOOL = 0, 1, 2, 3
+"""Packed value tags: each packed aggregate is ``[tag, value]`` (``avg``: ``[tag, sum, n]``; ``count``: ``[n]``)."""
+_WIDTH = {"count": 1, "avg": 3}
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class RowAggregate(PackedAggregate):
     """SQL-style aggregates over row tuples: ``count`` counts rows; the others skip null values
     (and are null when a session has none); ``first``/``last`` keep the first/last non-null value in
-    the order the rows were added (order-sensitive: they are not commutative)."""
+    the order the rows were added (order-sensitive: they are not commutative).
+
+    Packed (``PackedAggregate``), an accumulator is one or more int64 words per aggregate: ``count``
+    ``[n]``, ``avg`` ``[tag, sum, n]``, the others ``[tag, value]``, where the tag says whether the
+    value is null, an int, a float (its IEEE bits) or a bool; values that do not fit stay unpacked."""
 
     def __init__(self, aggs: list[tuple[str, int | None]], names: Sequence[str] | None = None, version: int = 1,
                  earlier: dict[int, Sequence[str]] | None = None) -> None:
@@ -159,6 +169,174 @@ class RowAggregate(ColumnarAggregate):
         return tuple((acc[0] / acc[1] if acc[1] else None) if kind == "avg" else acc
                      for (kind, _), acc in zip(self.aggs, accumulator))
 
+    # -- packed accumulators (PackedAggregate) -------------------------------------------------------
+    def _kinds(self, version: int | None) -> list[str]:
+        """The aggregates' kinds of accumulator ``version`` (an earlier one's from its recorded names)."""
+        if version is None or version == self.version:
+            return [kind for kind, _ in self.aggs]
+        names = self.earlier.get(version)
+        if names is None:
+            raise ValueError(f"no aggregates recorded for accumulator version {version} (known: {sorted(self.earlier)})")
+        return [name.partition("_")[0] for name in names]
+
+    def packed_width(self, version: int | None = None) -> int:
+        return sum(_WIDTH.get(kind, 2) for kind in self._kinds(version))
+
+    def pack(self, accumulators: Sequence[list]) -> Any:
+        rows = []
+        for acc in accumulators:
+            row: list[int] = []
+            for (kind, _), slot in zip(self.aggs, acc):
+                if kind == "count":
+                    row.append(slot)
+                    continue
+                value = slot[0] if kind == "avg" else slot
+                t = type(value)
+                if value is None:
+                    row += (_NONE, 0)
+                elif t is int and _I64_MIN <= value <= _I64_MAX:
+                    row += (_INT, value)
+                elif t is float:
+                    row += (_FLOAT, int(np.float64(value).view(np.int64)))
+                elif t is bool and kind != "avg":
+                    row += (_BOOL, int(value))
+                else:
+                    return None
+                if kind == "avg":
+                    row.append(slot[1])
+            rows.append(row)
+        try:
+            return np.array(rows, dtype=np.int64).reshape(len(rows), self.packed_width())
+        except OverflowError:
+            return None
+
+    def unpack(self, words: Any, version: int | None = None) -> list[list]:
+        per_agg: list[list] = []
+        j = 0
+        for kind in self._kinds(version):
+            if kind == "count":
+                per_agg.append(words[:, j].tolist())
+                j += 1
+                continue
+            values = [_unpacked(t, i, f) for t, i, f in zip(words[:, j].tolist(), words[:, j + 1].tolist(),
+                                                            words[:, j + 1].view(np.float64).tolist())]
+            if kind == "avg":
+                values = [[v, n] for v, n in zip(values, words[:, j + 2].tolist())]
+            per_agg.append(values)
+            j += _WIDTH.get(kind, 2)
+        return [list(acc) for acc in zip(*per_agg)] if per_agg else [[] for _ in range(len(words))]
+
+    def accumulate_packed(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> Any:
+        """Vectorized over runs of rows for int and float columns (nulls allowed); None for other
+        columns, and where ``accumulate``'s numpy reductions would not match ``add`` (see ``_numeric``)."""
+        ends = np.append(starts[1:], len(order))
+        counts = ends - starts
+        out = []
+        for kind, pos in self.aggs:
+            if kind == "count":
+                out.append(counts)
+                continue
+            found = _masked(columns[pos], order)
+            if found is None:
+                return None
+            values, valid, tag = found
+            present = np.add.reduceat(valid.astype(np.int64), starts) if len(order) else counts
+            tags = np.where(present > 0, tag, _INT if kind == "avg" else _NONE)  # an empty avg is [0, 0]
+            out += [tags, _reduced(kind, values, valid, starts, ends).view(np.int64)]
+            if kind == "avg":
+                out.append(present)
+        return np.column_stack(out).astype(np.int64, copy=False) if out else np.zeros((len(starts), 0), np.int64)
+
+    def merge_packed(self, words: Any, starts: Any) -> Any:
+        """Vectorized ``merge`` per group where every group's non-null values share one type (ints or
+        floats; bools only for first/last) and int sums stay within 62 bits; else None."""
+        ends = np.append(starts[1:], len(words))
+        out = []
+        j = 0
+        for kind, _ in self.aggs:
+            if kind == "count":
+                out.append(np.add.reduceat(words[:, j], starts))
+                j += 1
+                continue
+            tags = words[:, j]
+            present = words[:, j + 2] > 0 if kind == "avg" else tags != _NONE  # an empty avg adds int 0
+            kinds = np.unique(tags[present])
+            if len(kinds) > 1 or (len(kinds) and kinds[0] == _BOOL and kind not in ("first", "last")):
+                return None
+            tag = int(kinds[0]) if len(kinds) else _INT
+            raw = words[:, j + 1]
+            values = raw.view(np.float64) if tag == _FLOAT else raw
+            if tag == _FLOAT and len(values):
+                real = values[present]
+                if np.isnan(real).any() or np.signbit(real[real == 0]).any():  # Python's ties and NaN order
+                    return None
+            if tag == _INT and kind in ("sum", "avg") and len(values) and \
+                    int(np.abs(values).max()) >= (1 << 62) // len(values):
+                return None
+            group_tags = np.where(np.add.reduceat(present.astype(np.int64), starts) > 0, tag,
+                                  _INT if kind == "avg" else _NONE)
+            out += [group_tags, _reduced(kind, values, present, starts, ends).view(np.int64)]
+            if kind == "avg":
+                out.append(np.add.reduceat(words[:, j + 2], starts))
+            j += _WIDTH.get(kind, 2)
+        return np.column_stack(out).astype(np.int64, copy=False) if out else np.zeros((len(starts), 0), np.int64)
+
+
+def _unpacked(tag: int, bits: int, real: float) -> Any:
+    """A packed value: None, the int, the float (``real``: the bits read as float64) or the bool."""
+    if tag == _INT:
+        return bits
+    if tag == _FLOAT:
+        return real
+    return None if tag == _NONE else bool(bits)
+
+
+def _reduced(kind: str, values: np.ndarray, valid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``kind`` of the valid ``values`` of each segment ``[starts[j], ends[j])`` (anything where it has none)."""
+    if not len(values):
+        return np.zeros(len(starts), values.dtype)
+    if kind in ("first", "last"):
+        at = np.flatnonzero(valid)
+        if kind == "first":
+            i = np.searchsorted(at, starts)
+            ok = i < len(at)
+            ok[ok] = at[i[ok]] < ends[ok]
+        else:
+            i = np.searchsorted(at, ends) - 1
+            ok = i >= 0
+            ok[ok] = at[i[ok]] >= starts[ok]
+        picked = np.zeros(len(starts), values.dtype)
+        picked[ok] = values[at[i[ok]]]
+        return picked
+    if kind in ("sum", "avg"):
+        return np.add.reduceat(np.where(valid, values, 0), starts)
+    big = np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).max
+    if kind == "min":
+        return np.minimum.reduceat(np.where(valid, values, big), starts)
+    return np.maximum.reduceat(np.where(valid, values, -big if values.dtype.kind == "f" else -big - 1), starts)
+
+
+def _masked(column: Sequence[Any], order: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``column`` in ``order`` as (values, valid mask, tag) for int or float columns with nulls, or None
+    where ``_numeric`` would refuse the values (mixed types, NaN, -0.0, sums that could overflow)."""
+    if isinstance(column, np.ndarray) or None not in column:
+        values = _numeric(column, order)
+        if values is None:
+            return None
+        return values, np.ones(len(values), dtype=bool), _FLOAT if values.dtype.kind == "f" else _INT
+    kinds = set(map(type, column)) - {type(None)}
+    if not kinds:
+        return np.zeros(len(order), np.int64), np.zeros(len(order), bool), _INT
+    if len(kinds) != 1 or not kinds <= {int, float}:
+        return None
+    taken = [column[r] for r in order.tolist()]
+    valid = np.fromiter((v is not None for v in taken), bool, len(taken))
+    zero = 0.0 if float in kinds else 0
+    filled = [zero if v is None else v for v in taken]
+    values = _numeric(filled, np.arange(len(filled)))
+    if values is None:
+        return None
+    return values, valid, _FLOAT if values.dtype.kind == "f" else _INT
 
 def _numeric(column: Sequence[Any], order: Any) -> Any:
     """``column`` in ``order`` as an int64 or float64 array, or None when it has nulls or other types
