@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from statekit import PLAIN_KEY_TYPES, key_identity
 
@@ -34,7 +35,15 @@ def factorize(keys: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
     ``key_identity`` (TypeError: an unhashable key)."""
     index: dict[Any, int] = {}
     first: list[Any] = []
-    if all(type(k) in PLAIN_KEY_TYPES for k in keys):
+    types = set(map(type, keys))
+    if len(types) == 1 and types <= PLAIN_KEY_TYPES:  # one plain type: Arrow's hash encoding, in C
+        try:
+            encoded = pa.array(keys).dictionary_encode()
+        except (pa.ArrowException, OverflowError):  # an int beyond 64 bits
+            pass
+        else:
+            return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
+    if types <= PLAIN_KEY_TYPES:
         codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, len(keys))
         return codes, list(index)
     codes = np.empty(len(keys), np.int64)

@@ -12,11 +12,13 @@ from abc import ABC, abstractmethod
 from itertools import islice
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
+import numpy as np
+
 from .config import OptionSpec, StateConfig
 from .descriptors import StateDescriptor
 from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
 from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity
-from .keygroups import key_group_for_bytes
+from .keygroups import key_group_for_bytes, key_groups_for_bytes
 from .migration import cell_migration
 from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER
@@ -147,30 +149,69 @@ class KeyedStateBackend(ABC):
         if kg not in self.key_groups:
             raise KeyGroupError(f"key {key!r} is in key group {kg}, outside this backend's key groups "
                                 f"[{self.key_groups.start}, {self.key_groups.stop}) of max_parallelism {self.max_parallelism}")
-        cache = self._key_cache
-        if len(cache) >= _KEY_CACHE_LIMIT:
-            # FIFO: drop the oldest quarter (dicts keep insertion order) instead of starting cold
-            for old in list(islice(cache, _KEY_CACHE_LIMIT // 4)):
-                del cache[old]
-        entry = self._key_cache[ident] = (kg, kb, (ident, None), type(key))
+        entry = (kg, kb, (ident, None), type(key))
+        self._remember({ident: entry})
         return entry
+
+    def _remember(self, entries: dict) -> None:
+        """Cache key entries; past the limit the oldest go first (FIFO: dicts keep insertion order), a
+        quarter of the limit at a time, instead of starting cold."""
+        cache = self._key_cache
+        cache.update(entries)
+        if len(cache) > _KEY_CACHE_LIMIT:
+            for old in list(islice(cache, len(cache) - _KEY_CACHE_LIMIT + _KEY_CACHE_LIMIT // 4)):
+                del cache[old]
+
+    def _resolve_plain(self, keys: list) -> list[tuple[int, bytes, tuple, type]]:
+        """``_resolve_key`` of many new str, int or bytes keys (their own identities) at once: serialized
+        one by one, their key groups computed together (InvalidKeyError: an int beyond 64 bits)."""
+        try:
+            kbs = list(map(KEY_SERIALIZER.dumps, keys))
+        except SerializationError:
+            return [self._key_entry(key) for key in keys]  # raises for the first key that cannot be serialized
+        kgs = key_groups_for_bytes(kbs, self.max_parallelism)
+        outside = np.flatnonzero((kgs < self.key_groups.start) | (kgs >= self.key_groups.stop))
+        if len(outside):
+            self._resolve_key(keys[outside[0]], keys[outside[0]])  # raises KeyGroupError naming it
+        entries = [(kg, kb, (key, None), type(key)) for key, kg, kb in zip(keys, kgs.tolist(), kbs)]
+        self._remember(dict(zip(keys, entries)))
+        return entries
 
     def resolve_keys(self, keys: Sequence[Any]) -> tuple[list[ResolvedKey | None], dict[int, InvalidKeyError]]:
         """Each key with its key group and bytes, for batched state and timer calls (the current key is
         left as it is); a key ``set_current_key`` would refuse is None here, its error under its index.
         A key outside this backend's key groups raises KeyGroupError, as ``set_current_key`` does."""
         cache = self._key_cache
-        resolved: list[ResolvedKey | None] = []
+        resolved: list[ResolvedKey | None] = [None] * len(keys)
         refused: dict[int, InvalidKeyError] = {}
+        fresh: list[int] = []
         for i, key in enumerate(keys):
-            try:
-                entry = cache.get(key) if type(key) in _PLAIN_KEYS else None
-                if entry is None or entry[3] is not type(key):
+            t = type(key)
+            if t in _PLAIN_KEYS:
+                entry = cache.get(key)
+                if entry is None or entry[3] is not t:
+                    fresh.append(i)
+                    continue
+            else:
+                try:
                     entry = self._key_entry(key)
-            except InvalidKeyError as e:
-                entry = None
-                refused[i] = e
-            resolved.append(None if entry is None else (key, entry[0], entry[1]))
+                except InvalidKeyError as e:
+                    refused[i] = e
+                    continue
+            resolved[i] = (key, entry[0], entry[1])
+        try:
+            entries = self._resolve_plain([keys[i] for i in fresh]) if fresh else []
+        except InvalidKeyError:
+            entries = []
+            for i in fresh:  # one by one, refusing the keys that cannot be serialized
+                try:
+                    entries.append(self._key_entry(keys[i]))
+                except InvalidKeyError as e:
+                    entries.append(None)
+                    refused[i] = e
+        for i, entry in zip(fresh, entries):
+            if entry is not None:
+                resolved[i] = (keys[i], entry[0], entry[1])
         return resolved, refused
 
     def get_current_key(self) -> Any:

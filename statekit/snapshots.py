@@ -79,6 +79,13 @@ class IncrementalSnapshots(ABC):
                             time_provider: Callable[[], int]) -> Any:
         """A new backend holding the snapshot ``reader`` reads (same backend kind and key groups)."""
 
+    def catch_up(self, reader: SnapshotReader, base: Any) -> bool:
+        """Bring this backend, equal to the committed snapshot ``base`` and unchanged since, forward in
+        place to the later snapshot of the same partition that ``reader`` reads, when its changes since
+        ``base`` are at hand (a worker that ran this partition some epochs ago takes it back without a
+        restore); False, changing nothing, when it cannot. Default: never."""
+        return False
+
     @abstractmethod
     def unchanged_since_snapshot(self) -> bool:
         """True when nothing changed since the last snapshot or restore: the store may reuse this

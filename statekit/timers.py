@@ -11,6 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
+import numpy as np
+
 from .serialization import KEY_SERIALIZER, loads_prefix
 from .state import ResolvedKey
 
@@ -32,6 +34,21 @@ class Timer(NamedTuple):
 def timer_sort_key(timestamp: int, key_group: int, key_bytes: bytes, namespace_bytes: bytes) -> bytes:
     """The bytes that order timers: by timestamp, then key group, key and namespace."""
     return (timestamp + _TS_BIAS).to_bytes(8, "big") + key_group.to_bytes(2, "big") + key_bytes + namespace_bytes
+
+
+def timer_sort_keys(timestamps: Sequence[int], key_groups: Sequence[int], keys_bytes: Sequence[bytes],
+                    namespace_bytes: bytes) -> list[bytes]:
+    """``timer_sort_key`` of many timers of one namespace, their fixed-width prefixes built with numpy."""
+    prefix = np.empty(len(timestamps), dtype=[("t", ">u8"), ("g", ">u2")])
+    prefix["t"] = np.asarray(timestamps, np.int64).view(np.uint64) ^ np.uint64(_TS_BIAS)
+    prefix["g"] = key_groups
+    raw = prefix.tobytes()
+    return [raw[i:i + 10] + kb + namespace_bytes for i, kb in zip(range(0, 10 * len(keys_bytes), 10), keys_bytes)]
+
+
+def due_bound(timestamp: int) -> bytes | None:
+    """The sort keys of the timers due at ``timestamp`` (<=) are those below this bound (None: all are)."""
+    return None if timestamp >= MAX_TIMESTAMP else (timestamp + 1 + _TS_BIAS).to_bytes(8, "big")
 
 
 def decode_timer(sort_key: bytes) -> tuple[Timer, int]:
@@ -70,6 +87,16 @@ class TimerQueue(ABC):
     @abstractmethod
     def poll(self) -> Timer | None:
         """Remove and return the earliest timer, or None."""
+
+    def add_many(self, sort_keys: Sequence[bytes], timers: Sequence[Timer]) -> None:
+        """``add`` of each (sort key, timer) pair."""
+        for sort_key, timer in zip(sort_keys, timers, strict=True):
+            self.add(sort_key, timer)
+
+    def remove_many(self, sort_keys: Sequence[bytes]) -> None:
+        """``remove`` of each sort key."""
+        for sort_key in sort_keys:
+            self.remove(sort_key)
 
     def poll_until(self, timestamp: int) -> list[Timer]:
         """Remove and return every timer due at ``timestamp`` (<=), in firing order."""
@@ -143,26 +170,26 @@ class InternalTimerService:
         nsb = cache[namespace] = KEY_SERIALIZER.dumps(namespace)
         return nsb
 
-    def _sort_keys(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> Iterator[tuple[bytes, Timer]]:
+    def _sort_keys(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> list[bytes]:
         nsb = self._ns_bytes.get(namespace)
         if nsb is None:
             nsb = self._namespace_bytes(namespace)
-        for (key, kg, kb), ts in zip(keys, timestamps):
-            if type(ts) is not int or not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
-                raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {ts!r}")
-            yield timer_sort_key(ts, kg, kb, nsb), Timer(ts, key, namespace)
+        if len(keys) != len(timestamps):
+            raise ValueError(f"timer service '{self.name}': {len(keys)} keys but {len(timestamps)} timestamps")
+        if not set(map(type, timestamps)) <= {int} or \
+                (len(timestamps) and not MIN_TIMESTAMP <= min(timestamps) <= max(timestamps) <= MAX_TIMESTAMP):
+            bad = next(ts for ts in timestamps if type(ts) is not int or not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP)
+            raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {bad!r}")
+        return timer_sort_keys(timestamps, [k[1] for k in keys], [k[2] for k in keys], nsb)
 
     def register_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> None:
         """``register_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call."""
-        add = self._event.add
-        for sort_key, timer in self._sort_keys(keys, namespace, timestamps):
-            add(sort_key, timer)
+        timers = [Timer(ts, k[0], namespace) for k, ts in zip(keys, timestamps)]
+        self._event.add_many(self._sort_keys(keys, namespace, timestamps), timers)
 
     def delete_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> None:
         """``delete_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call."""
-        remove = self._event.remove
-        for sort_key, _ in self._sort_keys(keys, namespace, timestamps):
-            remove(sort_key)
+        self._event.remove_many(self._sort_keys(keys, namespace, timestamps))
 
     def take_due_event_time(self, watermark: int) -> list[Timer]:
         """Set the watermark and remove every event-time timer due at it, returning them in firing

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from statekit import key_identity, key_of_identity, KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, decode_timer
+from statekit import (key_identity, key_of_identity, KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, Timer,
+                      decode_timer, timer_sort_key)
+from statekit.timers import timer_sort_keys
 from statekit.backend import SNAPSHOT_FORMAT
 from statekit.payload import decode, encode
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
@@ -175,6 +177,53 @@ class HeapSnapshots(IncrementalSnapshots):
         backend.restore_logical(snap)
         backend._reset_changes()
         return backend
+
+    def catch_up(self, reader: SnapshotReader, base: Any) -> bool:
+        """Apply the deltas ``reader``'s snapshot chain holds after ``base``'s (this backend's state):
+        possible when that chain continues ``base``'s and every state in them is registered here at the
+        same kind, TTL and version; then the cells and timers they change are set in place."""
+        have = [f.path for f in base.files if f.role in _CHAIN_ROLES]
+        chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
+        if (base.backend != self.name or base.kind != NATIVE or not have or len(chain) <= len(have)
+                or [f.path for f in chain[:len(have)]] != have or any(f.role != "delta" for f in chain[len(have):])):
+            return False
+        deltas = [decode(reader.read(f)) for f in chain[len(have):]]
+        states = [_unpack(d["states"]) for d in deltas]
+        for section in states:
+            for name, st in section.items():
+                d = self._descriptors.get(name)
+                if (d is None or name not in self._states or d.kind != st["kind"]
+                        or (d.ttl_config is not None) != st["ttl"] or d.version != st.get("version", 1)):
+                    return False
+        if any(name not in self._timer_services for d in deltas for name in d["timers"]):
+            return False
+        for delta, section in zip(deltas, states):
+            for name, s in section.items():
+                st = self._states[name]
+                for _, key, ns in s["del"]:
+                    st._table.pop(_cell_id(key, ns), None)
+                for kg, key, ns, cell in s["put"]:
+                    st._import(kg, key, ns, cell)
+            for name, t in delta["timers"].items():
+                svc = self._timer_services[name]
+                svc.restore_time(t["watermark"], t["processing_time"])
+                for domain, queue in svc.queues():
+                    queue.remove_many(self._timer_keys(t[domain]["del"]))
+                    added = t[domain]["add"]
+                    queue.add_many(self._timer_keys(added), [Timer(*x) for x in added])
+        self._reset_changes()
+        return True
+
+    def _timer_keys(self, timers: list) -> list[bytes]:
+        """The sort keys of snapshotted timers ``[timestamp, key, namespace]``, resolved in bulk."""
+        if not timers:
+            return []
+        resolved, _ = self.resolve_keys([x[1] for x in timers])  # a committed timer's key is valid and ours
+        namespaces = {KEY_SERIALIZER.dumps(x[2]) for x in timers}
+        if len(namespaces) == 1:
+            return timer_sort_keys([x[0] for x in timers], [r[1] for r in resolved], [r[2] for r in resolved],
+                                   namespaces.pop())
+        return [timer_sort_key(x[0], r[1], r[2], KEY_SERIALIZER.dumps(x[2])) for x, r in zip(timers, resolved)]
 
     def unchanged_since_snapshot(self) -> bool:
         """True when no cell, timer or clock changed since the last snapshot or restore (fast path)."""

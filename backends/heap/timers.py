@@ -10,6 +10,7 @@ from heapq import heapify, heappop, heappush
 from typing import Iterator
 
 from statekit import Timer, TimerQueue
+from statekit.timers import due_bound
 
 
 class HeapTimerQueue(TimerQueue):
@@ -34,10 +35,41 @@ class HeapTimerQueue(TimerQueue):
         if self._index.pop(sort_key, None) is None:
             return False
         self._changes[sort_key] = None
+        self._compact()
+        return True
+
+    def _compact(self) -> None:
+        """Rebuild the heap once removed keys make up more than half of it."""
         if len(self._heap) > 2 * len(self._index) + 64:
             self._heap = list(self._index)
             heapify(self._heap)
-        return True
+
+    def add_many(self, sort_keys, timers) -> None:
+        index, changes, heap = self._index, self._changes, self._heap
+        for sort_key, timer in zip(sort_keys, timers, strict=True):
+            if sort_key not in index:
+                index[sort_key] = changes[sort_key] = timer
+                heappush(heap, sort_key)
+
+    def remove_many(self, sort_keys) -> None:
+        index, changes = self._index, self._changes
+        for sort_key in sort_keys:
+            if index.pop(sort_key, None) is not None:
+                changes[sort_key] = None
+        self._compact()
+
+    def poll_until(self, timestamp: int) -> list[Timer]:
+        """Pops the heap while its head is due (removed keys still in the heap are skipped)."""
+        bound = due_bound(timestamp)
+        heap, index, changes = self._heap, self._index, self._changes
+        due = []
+        while heap and (bound is None or heap[0] < bound):
+            sort_key = heappop(heap)
+            timer = index.pop(sort_key, None)
+            if timer is not None:
+                changes[sort_key] = None
+                due.append(timer)
+        return due
 
     def _head(self) -> bytes | None:
         heap, index = self._heap, self._index

@@ -73,6 +73,8 @@ class Restored:
     sources: list[Manifest] = field(default_factory=list)
     fast_path: bool = False
     native: bool = False
+    caught_up: bool = False
+    """The backend given was an earlier epoch's and was brought forward in place (``IncrementalSnapshots.catch_up``)."""
 
     @property
     def metadata(self) -> list[dict[str, Any]]:
@@ -227,6 +229,8 @@ class CheckpointStore:
         sources = self.covering(operator_id, kgs, epoch)
         if backend is not None and sources and self._is_current(backend, config, kgs, sources):
             return Restored(backend, sources[0].epoch, sources, fast_path=True, native=True)
+        if backend is not None and sources and self._caught_up(backend, config, kgs, sources):
+            return Restored(backend, sources[0].epoch, sources, native=True, caught_up=True)
         if backend is not None:
             if not sources and _is_fresh(backend, config, kgs):
                 return Restored(backend, None)
@@ -250,6 +254,21 @@ class CheckpointStore:
             target.close()
             raise
         return Restored(target, m.epoch, sources)
+
+    def _caught_up(self, backend: KeyedStateBackend, config: StateConfig, kgs: range, sources: list[Manifest]) -> bool:
+        """Whether ``backend``, a committed snapshot of this partition older than ``sources[0]``, caught up to it."""
+        ref, m = backend.checkpoint_base, sources[0]
+        if not (len(sources) == 1 and _usable(backend) and backend.name == config.backend == m.backend
+                and backend.key_groups == kgs == m.key_groups and m.kind == NATIVE
+                and isinstance(backend, IncrementalSnapshots) and isinstance(ref, CheckpointBase)
+                and ref.location == self.location and ref.operator == m.operator and ref.key_groups == kgs
+                and ref.epoch < m.epoch and backend.unchanged_since_snapshot()):
+            return False
+        base = self._committed(m.operator, kgs, ref.epoch)
+        if base is None or base.attempt != ref.attempt or not backend.catch_up(SnapshotReader(self.storage, m), base):
+            return False
+        backend.checkpoint_base = CheckpointBase(self.location, m.operator, kgs, m.epoch, m.attempt)
+        return True
 
     def _is_current(self, backend: KeyedStateBackend, config: StateConfig, kgs: range, sources: list[Manifest]) -> bool:
         ref = backend.checkpoint_base

@@ -271,7 +271,7 @@ class RowAggregate(PackedAggregate):
                 if np.isnan(real).any() or np.signbit(real[real == 0]).any():  # Python's ties and NaN order
                     return None
             if tag == _INT and kind in ("sum", "avg") and len(values) and \
-                    int(np.abs(values).max()) >= (1 << 62) // len(values):
+                    max(int(values.max()), -int(values.min())) >= (1 << 62) // len(values):  # np.abs(-2**63) < 0
                 return None
             group_tags = np.where(np.add.reduceat(present.astype(np.int64), starts) > 0, tag,
                                   _INT if kind == "avg" else _NONE)

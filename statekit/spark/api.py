@@ -171,6 +171,7 @@ class EpochRunner:
             "snapshot_bytes": total("snapshot_bytes"), "state_migrated": total("migrated"),
             **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "restore_seconds", "process_seconds")},
             "fast_path_partitions": sum(1 for s in stats if s["fast_path"]),
+            "caught_up_partitions": sum(1 for s in stats if s["caught_up"]),
             "workers": sorted({s["worker"] for s in stats}),
             "rescaled_from": last.partitions if last is not None and last.partitions != job.partitions else None,
             "job_changes": [] if self.committed else self.job_changes,

@@ -2,8 +2,10 @@
 
 The backend and operator of a partition stay open in the Python worker between epochs (a small
 LRU keyed by operator, checkpoint and key-group range) and are reused when the checkpoint store
-confirms they hold exactly the state of the epoch to start from (its fast path). Anything else
-(another worker, a retried task, a rescaled job) restores from the checkpoint. A slot is taken
+confirms they hold exactly the state of the epoch to start from (its fast path). A worker's backend
+of an earlier epoch of the partition (another worker ran it since) is brought forward in place when
+the backend can (``IncrementalSnapshots.catch_up``: the heap applies the deltas committed since).
+Anything else (a retried task, a rescaled job, a full snapshot in between) restores from the checkpoint. A slot is taken
 out of the cache for the duration of a task and put back only after its commit, so a failure
 mid-epoch never leaves a half-processed backend behind.
 """
@@ -69,25 +71,23 @@ def _open(job: JobPlan, backend: Any, metadata: list[dict]) -> Slot:
     return Slot(backend, op, out, None)
 
 
-def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) -> tuple[Slot, bool]:
-    """The slot to run ``epoch`` on, and whether it came from the worker's cache (fast path)."""
+def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) -> tuple[Slot, bool, bool]:
+    """The slot to run ``epoch`` on; whether it came from the worker's cache as it was (fast path); whether
+    the worker's backend of an earlier epoch was brought forward in place (caught up) under a new operator."""
     cache_key = (job.operator_id, store.location, kgs.start, kgs.stop)
     kept = _SLOTS.pop(cache_key, None)
     config = _local_config(job, kgs)
     if epoch.restore_epoch is None:
         if kept is not None:
             kept.close()
-        return _open(job, create_backend(config, kgs), []), False
-    if kept is not None and kept.epoch != epoch.restore_epoch:
-        kept.close()
-        kept = None
+        return _open(job, create_backend(config, kgs), []), False, False
     r = store.restore(job.operator_id, config, kgs, epoch=epoch.restore_epoch,
                       backend=kept.backend if kept is not None else None)
     if r.fast_path:
-        return kept, True
+        return kept, True, False
     if kept is not None:
-        kept.operator.close()  # its backend was closed by the store
-    return _open(job, r.backend, r.metadata), False
+        kept.operator.close()  # its backend was closed by the store, or caught up (reopened below)
+    return _open(job, r.backend, r.metadata), False, r.caught_up
 
 
 def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> None:
@@ -153,7 +153,7 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     valid = valid.take(pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")]))  # replay-stable order
     kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
     store = CheckpointStore(job.checkpoint, retain=job.retain)
-    slot, fast = acquire(job, epoch, store, kgs)
+    slot, fast, caught_up = acquire(job, epoch, store, kgs)
     t1 = time.perf_counter()
     try:
         op = slot.operator
@@ -195,6 +195,7 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     stats = {
         "partition": index, "records": valid.num_rows - len(refused), "invalid": invalid.num_rows + len(refused),
         "future": future, "late": len(late) + dropped, "results": results.num_rows, "max_ts": max_ts, "fast_path": fast,
+        "caught_up": caught_up,
         "migrated": migrated,
         "files": files, "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
