@@ -254,3 +254,18 @@ def test_a_key_left_without_sessions_encodes_to_none_and_its_timer_goes():
     empty = codec.decode([None, None])
     assert empty.rows.shape == (0, codec.width) and codec.encode(empty) == [None, None]
     assert codec.to_sessions(codec.from_sessions(None, [[1, 2, [4]]])) == (None, [[1, 2, [4]]])
+
+
+# -- known bug (fails at 3eb5891): merge_packed's overflow guard takes np.abs of int64 words, and
+# np.abs(-2**63) is -2**63 (it wraps), so a sum holding int64's minimum passes the guard and wraps.
+@pytest.mark.parametrize("aggs, accs, merged", [
+    ([("sum", 0)], [[INT64_MIN], [-1]], [INT64_MIN - 1]),
+    ([("avg", 0)], [[[INT64_MIN, 1]], [[-1, 1]]], [[INT64_MIN - 1, 2]]),
+])
+def test_merge_packed_refuses_sums_past_int64_min(aggs, accs, merged):
+    fn = RowAggregate(aggs)
+    assert fn.merge(*accs) == merged                     # Python's merge: past int64, cannot be packed
+    words = fn.pack(accs)
+    assert words is not None                             # each accumulator fits int64
+    got = fn.merge_packed(words, np.array([0]))
+    assert got is None, f"merge_packed gave {fn.unpack(got)} instead of refusing (expected {merged})"

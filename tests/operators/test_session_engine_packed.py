@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import statekit
-from statekit import ColumnarAggregate, StateConfig
+from statekit import ColumnarAggregate, SerializationError
 from statekit.jobs.aggregates import RowAggregate
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
@@ -272,3 +272,30 @@ def test_packed_cells_of_an_older_accumulator_version_migrate(backend_name, tmp_
                                                     ("d", 200, 210, 1, 4.0, 4, 4)]
         assert h.metrics["state_migrated"] == 3 and h.num_entries() == 0
         h.close()
+
+
+
+def test_a_sum_past_int64_min_is_refused_like_the_record_path(backend_name, tmp_path):
+    """Known bug (fails at 3eb5891): a stored packed sum of -2**63 (its record is refused by
+    accumulate_packed, so the per-key path adds it; the accumulator packs) and a later record -1 in the
+    same session. The record path cannot store the sum -2**63 - 1 and fails the epoch
+    (SerializationError); the engine's vectorized merge wraps it to 2**63 - 1, stores it and fires it."""
+    first, second = [("k", -(1 << 63), None, 100)], [("k", -1, None, 105)]
+    reference = make_harness(operator(0, True), backend_name, tmp_path)
+    feed(reference, first, False)
+    with pytest.raises(SerializationError):
+        feed(reference, second, False)
+    reference.close()
+
+    engine = make_harness(operator(0, False), backend_name, tmp_path)
+    feed(engine, first, True)
+    assert type(cells(engine, ["k"])["k"]) is bytes
+    try:
+        feed(engine, second, True)
+    except SerializationError:
+        engine.close()
+        return                                           # refused, as the record path does
+    engine.process_watermark(1000)
+    fired = engine.output()
+    engine.close()
+    assert [v[7] for v, _ in fired] == [-(1 << 63) - 1], f"sum of -2**63 and -1 fired as {fired}"
