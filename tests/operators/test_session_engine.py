@@ -11,27 +11,38 @@ merges that bridge stored sessions, out-of-order keys and late-but-allowed re-fi
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from statekit import StateConfig
 from statekit.jobs.aggregates import RowAggregate
-from statekit.operators import EventTimeSessionWindows, WindowOperator
+from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
 from statekit.operators.columns import factorize, session_runs
+from statekit.operators.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from tests.operators_support import Concat, KeyedWindowResult, fresh_stretch
 
 GAP = 10
 WIDE = [(kind, pos) for pos in (1, 2, 3) for kind in ("sum", "min", "max", "avg", "first", "last")] + [("count", None)]
-KEYS = st.sampled_from(["a", "b", "c", 1, 2, (3, "x")])
+KEY_VALUES = ["a", "b", "c", 1, 2, (3, "x")]
+KEYS = st.sampled_from(KEY_VALUES)
 HALVES = st.one_of(st.just(-0.0), st.integers(-50, 50).map(lambda x: x / 2))  # exact sums in any order
 # rows (key, time offset, nullable int, int, float); offsets below the watermark make late records
 EPOCHS = st.lists(st.tuples(
     st.lists(st.tuples(KEYS, st.integers(-25, 40), st.one_of(st.none(), st.integers(-50, 50)),
                        st.integers(-50, 50), HALVES), max_size=30),
     st.booleans(), st.integers(0, 25)), min_size=1, max_size=6)
+# stored sessions [0, 10) and [25, 35) of "a"; then 10 (touches the first) and 18 (bridges both) in time
+# order: runs merged into stored sessions, by the vectorized merge where the accumulators pack
+BRIDGING = [([("a", 0, 1, 1, 0.5), ("a", 25, 2, 2, 1.5)], True, 0),
+            ([("a", 10, 3, 3, 2.5), ("a", 18, None, 4, -1.0), ("a", 100, 5, 5, 3.0), ("b", 2, None, 6, 0.5)], True, 30)]
+# a stored session [0, 37) of "a"; then -5 and 30, more than the gap apart, touching its two ends: two runs
+# that one session joins (through the stored session's reach, not through each other)
+REACHING = [([("a", dt, dt, 1, 0.5) for dt in (0, 9, 18, 27)], True, 0),
+            ([("a", -5, None, 2, 1.5), ("a", 30, 7, 3, -2.0), ("b", 1, 1, 1, 1.0)], True, 40)]
 
 
 def concat(a: str, b: str) -> str:
@@ -43,6 +54,9 @@ FUNCTIONS = {
     "concat": lambda: (Concat(), None),
     "reduce": lambda: (concat, None),
     "window-function": lambda: (RowAggregate([("first", 1), ("last", 1), ("count", None)]), KeyedWindowResult()),
+    # the same aggregates on rows whose float never is -0.0: the accumulators pack and merge packed,
+    # so fast keys take the vectorized path (operators.packed_sessions.merged) and due keys _advance_packed
+    "packed": lambda: (RowAggregate(WIDE), None),
 }
 
 
@@ -69,22 +83,59 @@ def value_of(function: str, key: object, n: int, values: tuple) -> object:
     """A record's value for ``function``: a row for RowAggregate, a string for the order-revealing ones."""
     if function in ("row-aggregate", "window-function"):
         return (key, *values)
+    if function == "packed":
+        nullable, plain, real = values
+        return (key, nullable, plain, 0.5 if real == 0 and math.copysign(1, real) < 0 else real)
     return f"{values[1]};"
+
+
+def spy_packed_paths(monkeypatch) -> dict[str, int]:
+    """Count the engine's vectorized merges that merged (``merged`` not None), those that merged runs into
+    stored sessions or into each other (fewer sessions out than in), and its packed watermarks."""
+    calls = {"merged": 0, "merged_into_stored": 0, "advance_packed": 0}
+    real_merged, real_advance = session_engine.merged, SessionEngine._advance_packed
+
+    def merged(table, run_owner, *args, **kwargs):
+        result = real_merged(table, run_owner, *args, **kwargs)
+        if result is not None:
+            calls["merged"] += 1
+            calls["merged_into_stored"] += len(table.rows) > 0 and len(result.rows) < len(table.rows) + len(run_owner)
+        return result
+
+    def advance_packed(self, *args, **kwargs):
+        calls["advance_packed"] += 1
+        return real_advance(self, *args, **kwargs)
+
+    monkeypatch.setattr(session_engine, "merged", merged)
+    monkeypatch.setattr(SessionEngine, "_advance_packed", advance_packed)
+    return calls
+
+
+def stored_cells(h: OperatorHarness, keys: list) -> list:
+    """The engine's stored values of ``keys`` (None for a key without sessions)."""
+    resolved, refused = h.backend.resolve_keys(keys)
+    assert not refused
+    return h.operator._sessions._state.get_internal_many(resolved)
 
 
 @pytest.mark.parametrize("function", list(FUNCTIONS))
 @pytest.mark.parametrize("lateness", [0, 7])
-def test_engine_equals_record_path(backend_name, tmp_path, function, lateness):
+def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function, lateness):
     engine = harness(operator(function, lateness, False), backend_name, tmp_path, "engine")
     reference = harness(operator(function, lateness, True), backend_name, tmp_path, "reference")
     assert engine.operator._sessions is not None and reference.operator._sessions is None
-    as_columns = function in ("row-aggregate", "window-function")
+    as_columns = function in ("row-aggregate", "window-function", "packed")
+    calls = spy_packed_paths(monkeypatch)
+    packed_cells = 0
     examples = itertools.count()
 
     @settings(max_examples=40 if backend_name == "heap" else 20, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     @given(epochs=EPOCHS)
+    @example(epochs=BRIDGING)
+    @example(epochs=REACHING)
     def check(epochs):
+        nonlocal packed_cells
         n = next(examples)
         wm = fresh_stretch(engine, reference)
         for records, in_time_order, advance in epochs:
@@ -103,12 +154,18 @@ def test_engine_equals_record_path(backend_name, tmp_path, function, lateness):
             assert repr(engine.output()) == repr(reference.output())
             assert repr(engine.side_output("late")) == repr(reference.side_output("late"))
             assert engine.metrics == reference.metrics
+            if function == "packed":  # every stored cell is packed (ints and float halves always pack)
+                cells = [c for c in stored_cells(engine, [(n, k) for k in KEY_VALUES]) if c is not None]
+                assert all(type(c) is bytes for c in cells), [c for c in cells if type(c) is not bytes]
+                packed_cells += len(cells)
         for h in (engine, reference):
             h.process_watermark(wm + 500)
         assert repr(engine.output()) == repr(reference.output())
         assert engine.num_entries() == reference.num_entries() == 0
 
     check()
+    if function == "packed":  # the vectorized paths ran (not only their per-key fallbacks)
+        assert min(calls.values()) > 0 and packed_cells > 0, (calls, packed_cells)
     engine.close()
     reference.close()
 
