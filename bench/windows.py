@@ -14,9 +14,11 @@ import gc
 import tempfile
 import time
 
+import numpy as np
+
 from statekit import MAX_TIMESTAMP, StateConfig, available_backends, create_backend
 from statekit.clickstream import sessionize_reference
-from statekit.operators import EventTimeSessionWindows, Output, ProcessWindowFunction, WindowOperator
+from statekit.operators import EventTimeSessionWindows, Output, ProcessWindowFunction, RowAggregate, WindowOperator
 
 from .common import DISORDER_MS, GAP_MS, SumCount, clicks, progress, rate, run_isolated, timed
 from .report import BenchReport
@@ -78,10 +80,6 @@ and the session engine fed ``process_batch`` records or ``process_columns`` colu
 def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
     """The sessionize job's operator (``RowAggregate`` sum+count over row tuples) on one of ``PATHS``,
     fed epochs sorted by event time as the Spark tasks do (inputs built before timing)."""
-    import numpy as np
-
-    from statekit.jobs.aggregates import RowAggregate
-
     data = clicks(n_events, n_keys)
     epochs = []
     for i in range(0, len(data), EPOCH):

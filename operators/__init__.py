@@ -4,6 +4,7 @@ Operators never import a backend or Spark: a runtime (the test harness, the Spar
 them a backend and an ``Output`` and drives ``process_batch`` / ``process_watermark`` per epoch.
 """
 
+from .aggregates import RowAggregate
 from .assigners import (DynamicEventTimeSessionWindows, DynamicProcessingTimeSessionWindows, EventTimeSessionWindows,
                         GlobalWindows, MergingWindowAssigner, ProcessingTimeSessionWindows, SlidingEventTimeWindows,
                         SlidingProcessingTimeWindows, TumblingEventTimeWindows, TumblingProcessingTimeWindows,
@@ -17,7 +18,7 @@ from .operator import KeyedOperator
 from .output import Output
 from .triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger, EventTimeTrigger,
                        NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger, TriggerResult)
-from .window_operator import WindowOperator
+from .window_operator import WindowOperator, readable_state
 from .windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow
 
 __all__ = [
@@ -28,5 +29,5 @@ __all__ = [
     "ProcessWindowFunction", "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger",
     "SlidingEventTimeWindows", "SlidingProcessingTimeWindows", "TimeEvictor", "TimeWindow", "TimestampedValue",
     "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner",
-    "WindowOperator", "count_window",
+    "RowAggregate", "WindowOperator", "count_window", "readable_state",
 ]

@@ -24,7 +24,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, ValueState, key_identity
+from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState,
+                      key_identity)
 
 from .columns import factorize, out_of_order_keys, session_runs
 from .gc_pause import gc_paused
@@ -100,6 +101,9 @@ class SessionEngine:
         if cell is None:
             return None, []
         if type(cell) is bytes:
+            if self._cells is None:
+                raise StateError(f"state '{SESSIONS_STATE}' holds packed session cells, written by a PackedAggregate; "
+                                 f"this operator's function does not unpack them (restore with the function that wrote them)")
             return self._cells.to_sessions(cell)
         it = iter(cell)
         timer = next(it)
@@ -125,6 +129,8 @@ class SessionEngine:
         cells = PackedCells(packed) if packed is not None else None
 
         def cell(version: int, stored: Any) -> list:
+            if type(stored) is bytes and cells is None:
+                raise ValueError("a packed session cell, written by a PackedAggregate: this function does not unpack it")
             out = cells.unpack_version(stored, version) if type(stored) is bytes else list(stored)
             for i in range(3, len(out), 3):
                 out[i] = migrate(version, out[i])

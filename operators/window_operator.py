@@ -22,6 +22,7 @@ from statekit import (MAX_TIMESTAMP, AggregateFunction, ColumnarAggregate, Inval
 from statekit.descriptors import Migration, qualified_name
 from statekit.durations import to_millis
 
+from .aggregates import RowAggregate
 from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
 from .batching import group_by_key
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
@@ -32,6 +33,7 @@ from .merging_window_set import MergingWindowSet
 from .session_engine import SESSIONS_STATE, SessionEngine, SessionSink
 from .operator import KeyedOperator
 from .output import Output
+from .packed_sessions import PackedCells
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
 from .windows import TimeWindow
 
@@ -41,6 +43,16 @@ TIMER_SERVICE = "window-timers"
 
 _PROCESS, _AGGREGATE, _REDUCE = "process", "aggregate", "reduce"
 _ABSENT = object()
+
+
+def readable_state(description: dict[str, Any] | None, state: str, value: Any) -> Any:
+    """A value a WindowOperator described by ``description`` (its ``describe()``) stored in ``state``, as
+    people read it: a packed session cell of a RowAggregate in the list form ``[timer, start, end,
+    accumulator, ...]``; anything else as it is (a user's own PackedAggregate cannot be rebuilt offline)."""
+    if state != SESSIONS_STATE or type(value) is not bytes or not isinstance(description, dict):
+        return value
+    function = RowAggregate.from_layout(description.get("state", {}).get("function"))
+    return value if function is None else PackedCells(function).unpack_version(value, function.version)
 
 
 def _function_kind(function: Any) -> str:

@@ -235,6 +235,25 @@ class KeyedStateBackend(ABC):
             return entry[0]
         return key_group_for_bytes(KEY_SERIALIZER.dumps(key), self.max_parallelism)
 
+    def key_groups_of(self, keys: Sequence[Any]) -> list[int]:
+        """``key_group_of`` of many keys: cached keys looked up, the others serialized and hashed together
+        (without filling the cache: a snapshot walks every key once)."""
+        cache = self._key_cache
+        groups: list[int | None] = []
+        missing: list[int] = []
+        for i, key in enumerate(keys):
+            entry = cache.get(key if type(key) in _PLAIN_KEYS else key_identity(key))
+            if entry is None or entry[3] is not type(key):
+                missing.append(i)
+                groups.append(None)
+            else:
+                groups.append(entry[0])
+        if missing:
+            found = key_groups_for_bytes([KEY_SERIALIZER.dumps(keys[i]) for i in missing], self.max_parallelism)
+            for i, kg in zip(missing, found.tolist()):
+                groups[i] = kg
+        return groups
+
     # -- states --------------------------------------------------------------------------------
     def get_state(self, descriptor: StateDescriptor):
         """The state for ``descriptor``, created on first use; the same object for the same name."""

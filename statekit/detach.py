@@ -19,6 +19,8 @@ def is_immutable(value: Any) -> bool:
     """True for values that can be shared safely."""
     if type(value) in _SCALARS:
         return True
+    if type(value) is tuple and _SCALARS.issuperset(map(type, value)):  # a row of scalars, checked in C
+        return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_immutable(v) for v in value)
     return False

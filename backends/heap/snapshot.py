@@ -79,11 +79,11 @@ class HeapSnapshots(IncrementalSnapshots):
         """Cells changed since the last call as (state, key group, key, namespace, cell or DELETED)."""
         for name, st in self._states.items():
             table = st._table
-            for ck in st._take_dirty():
-                ident, ns = ck
-                key = key_of_identity(ident)
+            changed = list(st._take_dirty())
+            keys = [key_of_identity(ident) for ident, _ in changed]
+            for kg, key, ck in zip(self.key_groups_of(keys), keys, changed):
                 cell = table.get(ck, DELETED)
-                yield name, self.key_group_of(key), key, ns, (cell if cell is DELETED else st._cell_out(cell))
+                yield name, kg, key, ck[1], (cell if cell is DELETED else st._cell_out(cell))
 
     def _clocks(self) -> dict[str, tuple[int, int]]:
         return {n: (svc.current_watermark(), svc.current_processing_time()) for n, svc in self._timer_services.items()}

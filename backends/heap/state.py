@@ -121,10 +121,10 @@ class HeapState(InternalKeyedState, InternalKvState):
         return (cell[0], cell[1]) if self._ttl is not None else cell
 
     def _export(self) -> Iterator[tuple[int, Any, Any, Any]]:
-        kg_of = self._backend.key_group_of
-        for (ident, ns), cell in self._table.items():
-            key = key_of_identity(ident)
-            yield kg_of(key), key, ns, self._cell_out(cell)
+        cells = list(self._table.items())
+        keys = [key_of_identity(ident) for (ident, _), _ in cells]
+        for kg, key, ((_, ns), cell) in zip(self._backend.key_groups_of(keys), keys, cells):
+            yield kg, key, ns, self._cell_out(cell)
 
     def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
         ck = (key_identity(key), namespace)

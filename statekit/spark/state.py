@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..checkpoint import read_state
+from ..checkpoint import JobRecord, read_state
+from ..operators import readable_state
 
 STATE_SCHEMA = "key_group INT, key STRING, namespace STRING, value STRING, ttl_timestamp BIGINT"
 
@@ -18,7 +19,10 @@ def _text(value: Any) -> str | None:
 
 def read_state_df(spark: Any, checkpoint: str, operator: str, state: str, epoch: int | None = None) -> Any:
     """Rows ``key_group, key, namespace, value, ttl_timestamp`` of one state at ``epoch`` (default: the
-    newest); keys, namespaces and values rendered as text (JSON for structured ones)."""
-    rows = [(r["key_group"], _text(r["key"]), _text(r["namespace"]), _text(r["value"]), r["ttl_timestamp"])
-            for r in read_state(checkpoint, operator, state, epoch)]
+    newest); keys, namespaces and values rendered as text (JSON for structured ones), values as the
+    operator the checkpoint's job recorded reads them (``statekit.operators.readable_state``)."""
+    job = JobRecord(checkpoint).read() or {}
+    described = job.get("operator") if job.get("operator_id") == operator else None
+    rows = [(r["key_group"], _text(r["key"]), _text(r["namespace"]), _text(readable_state(described, state, r["value"])),
+             r["ttl_timestamp"]) for r in read_state(checkpoint, operator, state, epoch)]
     return spark.createDataFrame(rows, STATE_SCHEMA)

@@ -21,13 +21,14 @@ import sys
 import msgpack
 import pytest
 
-from statekit import (AggregateFunction, AggregatingStateDescriptor, InvalidKeyError, KeyGroupError,
+from statekit import (MAX_TIMESTAMP, MIN_TIMESTAMP, AggregateFunction, AggregatingStateDescriptor, InvalidKeyError, KeyGroupError,
                       ListStateDescriptor, MapStateDescriptor, NoCurrentKeyError, ReducingStateDescriptor,
                       SerializationError, StateConfig, StateDescriptorError, StateError, StateMigrationError,
                       StateTtlConfig,
                       StateVisibility, UpdateType, ValueStateDescriptor, backend_class,
                       create_backend, key_group_for, key_groups_for_partition, partition_for_key_group,
                       stable_hash)
+
 
 TTL = 100
 NEVER = StateVisibility.NEVER_RETURN_EXPIRED
@@ -1696,6 +1697,70 @@ def test_bulk_timers_equal_one_call_per_key(make_backend):
     with pytest.raises(ValueError, match="int64"):
         tm.register_event_time_timers(resolved[:1], "ns", [1.5])
 
+
+def test_bulk_key_resolution_equals_one_key_at_a_time(make_backend):
+    """``resolve_keys`` (cold and with a warm cache) and ``key_groups_of`` of many keys at once equal
+    ``set_current_key``'s scope and ``key_group_of`` of each key; a key it cannot serialize is refused
+    under its index, as ``set_current_key`` refuses it."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    keys_ = st.one_of(st.integers(-(1 << 70), 1 << 70), st.text(max_size=4), st.binary(max_size=3), st.booleans(),
+                      st.floats(allow_nan=False, width=32), st.tuples(st.integers(-3, 3), st.text(max_size=2)))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(keys=st.lists(keys_, max_size=40))
+    def check(keys):
+        bulk, single = make_backend(), make_backend()
+        for _ in range(2):  # cold, then warm
+            resolved, refused = bulk.resolve_keys(keys)
+            for i, key in enumerate(keys):
+                try:
+                    single.set_current_key(key)
+                except InvalidKeyError as e:
+                    assert resolved[i] is None and str(refused[i]) == str(e)
+                    continue
+                assert i not in refused and repr(resolved[i]) == repr(single.current_key_scope())
+        serializable = [k for i, k in enumerate(keys) if i not in refused]
+        cold = make_backend()
+        expected = [key_group_for(k, bulk.max_parallelism) for k in serializable]
+        assert cold.key_groups_of(serializable) == bulk.key_groups_of(serializable) == expected
+        for b in (bulk, single, cold):
+            b.close()
+
+    check()
+
+
+def test_bulk_timers_with_any_timestamps_equal_one_call_per_key(make_backend):
+    """Bulk registration and deletion over the whole int64 range, duplicates and re-registrations
+    included, then every timer taken due in firing order: as one call per key."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(ops=st.lists(st.tuples(st.booleans(), st.lists(st.tuples(st.sampled_from(["a", "b", 3, (4, "x")]),
+                                                                       st.integers(MIN_TIMESTAMP, MAX_TIMESTAMP) | st.integers(-5, 5)),
+                                                             max_size=8)), max_size=6),
+           watermarks=st.lists(st.integers(-6, 6) | st.just(MAX_TIMESTAMP), min_size=1, max_size=3))
+    def check(ops, watermarks):
+        one, many = make_backend(), make_backend()
+        t1, tm = one.timer_service("t", None), many.timer_service("t", None)
+        for add, pairs in ops:
+            resolved, _ = many.resolve_keys([k for k, _ in pairs])
+            times = [t for _, t in pairs]
+            (tm.register_event_time_timers if add else tm.delete_event_time_timers)(resolved, "ns", times)
+            for k, t in pairs:
+                one.set_current_key(k)
+                (t1.register_event_time_timer if add else t1.delete_event_time_timer)("ns", t)
+        assert list(tm.event_time_timers()) == list(t1.event_time_timers())
+        for wm in sorted(watermarks):
+            expected = [t for t in t1.event_time_timers() if t.timestamp <= wm]
+            assert tm.take_due_event_time(wm) == t1.take_due_event_time(wm) == expected
+        assert list(tm.event_time_timers()) == list(t1.event_time_timers())
+        one.close()
+        many.close()
+
+    check()
 
 # -- one key identity (issue 14): the serialized key decides, on every backend ---------------------
 

@@ -8,7 +8,7 @@ import pytest
 
 from statekit.operators import (EventTimeSessionWindows, KeyedProcessOperator, TumblingEventTimeWindows,
                                 WindowOperator)
-from statekit.jobs.aggregates import RowAggregate
+from statekit.operators import RowAggregate
 from tests.operators_support import CountWithTimer, make_harness
 
 RECORDS = [(1, "a", 100), (True, "b", 101), (1.0, "c", 102), ((1, "x"), "d", 103), ((True, "x"), "e", 104),

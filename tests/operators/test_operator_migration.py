@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from statekit import StateConfig, StateMigrationError
-from statekit.jobs.aggregates import RowAggregate
+from statekit.operators import RowAggregate
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import EventTimeSessionWindows, TumblingEventTimeWindows, WindowOperator
 from statekit.operators.testing import OperatorHarness

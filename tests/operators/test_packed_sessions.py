@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from statekit.jobs.aggregates import KINDS, RowAggregate
+from statekit.operators.aggregates import KINDS, RowAggregate
 from statekit.operators.packed_sessions import NO_TIMER, PackedCells, SessionTable
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

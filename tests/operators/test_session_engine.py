@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from statekit import StateConfig
-from statekit.jobs.aggregates import RowAggregate
+from statekit.operators import RowAggregate
 from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
 from statekit.operators.columns import factorize, session_runs
 from statekit.operators.session_engine import SessionEngine

@@ -12,7 +12,7 @@ import pytest
 
 import statekit
 from statekit import ColumnarAggregate, SerializationError
-from statekit.jobs.aggregates import RowAggregate
+from statekit.operators import RowAggregate
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
 from statekit.operators.session_engine import SessionEngine

@@ -1,0 +1,340 @@
+"""The built-in vectorized aggregates: SQL-style ``sum``, ``count``, ``min``, ``max``, ``avg``, ``first`` and
+``last`` over row tuples (``RowAggregate``), as an AggregateFunction, over columns (``ColumnarAggregate``)
+and packed into int64 words (``PackedAggregate``), so the session engine keeps them as packed cells."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from statekit import PackedAggregate
+
+KINDS = ("sum", "count", "min", "max", "avg", "first", "last")
+
+_NONE, _INT, _FLOAT, _BOOL = 0, 1, 2, 3
+"""Packed value tags: each packed aggregate is ``[tag, value]`` (``avg``: ``[tag, sum, n]``; ``count``: ``[n]``)."""
+_WIDTH = {"count": 1, "avg": 3}
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class RowAggregate(PackedAggregate):
+    """SQL-style aggregates over row tuples: ``count`` counts rows; the others skip null values
+    (and are null when a session has none); ``first``/``last`` keep the first/last non-null value in
+    the order the rows were added (order-sensitive: they are not commutative).
+
+    Packed (``PackedAggregate``), an accumulator is one or more int64 words per aggregate: ``count``
+    ``[n]``, ``avg`` ``[tag, sum, n]``, the others ``[tag, value]``, where the tag says whether the
+    value is null, an int, a float (its IEEE bits) or a bool; values that do not fit stay unpacked."""
+
+    def __init__(self, aggs: list[tuple[str, int | None]], names: Sequence[str] | None = None, version: int = 1,
+                 earlier: dict[int, Sequence[str]] | None = None) -> None:
+        self.aggs = aggs  # (kind, index of the column in the row)
+        self.names = list(names) if names is not None else None
+        self.version = version
+        self.earlier = {int(v): list(n) for v, n in (earlier or {}).items()}
+        """The aggregates' names (``Agg.name``) of each earlier accumulator version: what migrates them."""
+        if self.earlier and (self.names is None or len(self.names) != len(aggs) or max(self.earlier) >= version):
+            raise ValueError("RowAggregate: earlier layouts need the aggregates' names and a later version")
+
+    @classmethod
+    def from_layout(cls, layout: Any) -> "RowAggregate | None":
+        """A RowAggregate with the accumulators a ``state_layout()`` describes (enough to unpack what it
+        stored), or None when ``layout`` is not a RowAggregate's: what reads stored state offline."""
+        if not isinstance(layout, dict) or layout.get("class") != "RowAggregate":
+            return None
+        return cls([(kind, pos) for kind, pos in layout["aggregates"]])
+
+    def state_layout(self) -> Any:
+        """The accumulator is one slot per aggregate, in order: adding or removing one changes it (a
+        later version records the earlier ones' aggregates, which its migration maps from)."""
+        layout: dict[str, Any] = {"class": "RowAggregate", "aggregates": [[kind, pos] for kind, pos in self.aggs]}
+        if self.version > 1:
+            layout.update(version=self.version, earlier={str(v): n for v, n in sorted(self.earlier.items())})
+        return layout
+
+    def accumulator_version(self) -> int:
+        return self.version
+
+    def accumulator_migration(self) -> Any:
+        """Slots of aggregates an earlier version had move to their place; added aggregates start empty
+        (a session open across the change aggregates its later records only); removed ones are dropped."""
+        return self._migrate if self.earlier else None
+
+    def _migrate(self, version: int, accumulator: list) -> list:
+        names = self.earlier.get(version)
+        if names is None:
+            raise ValueError(f"no aggregates recorded for accumulator version {version} "
+                             f"(known: {sorted(self.earlier)})")
+        slot = {name: i for i, name in enumerate(names)}
+        fresh = self.create_accumulator()
+        return [accumulator[slot[name]] if name in slot else fresh[i] for i, name in enumerate(self.names)]
+
+    def create_accumulator(self) -> list:
+        return [0 if kind == "count" else ([0, 0] if kind == "avg" else None) for kind, _ in self.aggs]
+
+    def add(self, value: tuple, accumulator: list) -> list:
+        for i, (kind, pos) in enumerate(self.aggs):
+            if kind == "count":
+                accumulator[i] += 1
+                continue
+            v = value[pos]
+            if v is None:
+                continue
+            cur = accumulator[i]
+            if kind == "avg":
+                cur[0] += v
+                cur[1] += 1
+            elif kind == "last":
+                accumulator[i] = v
+            elif cur is None:
+                accumulator[i] = v
+            elif kind == "sum":
+                accumulator[i] = cur + v
+            elif kind == "min":
+                accumulator[i] = v if v < cur else cur
+            elif kind == "max":
+                accumulator[i] = v if v > cur else cur  # "first" keeps what it has
+        return accumulator
+
+    def accumulate(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> list[list]:
+        """Vectorized ``add`` over segments of rows (see ``AggregateFunction``): numpy reductions for
+        integer and float columns without nulls, a per-row fold otherwise. Float sums may differ
+        from one-by-one addition in the last bits (the order of additions differs)."""
+        ends = np.append(starts[1:], len(order))
+        per_agg = []
+        for kind, pos in self.aggs:
+            if kind == "count":
+                per_agg.append((ends - starts).tolist())
+                continue
+            values = _numeric(columns[pos], order)
+            if values is None:
+                per_agg.append(self._fold(kind, columns[pos], order.tolist(), starts.tolist(), ends.tolist()))
+            elif kind == "avg":
+                per_agg.append([[s, n] for s, n in zip(np.add.reduceat(values, starts).tolist(), (ends - starts).tolist())])
+            elif kind in ("first", "last"):
+                per_agg.append(values[starts if kind == "first" else ends - 1].tolist())
+            else:
+                ufunc = np.add if kind == "sum" else (np.minimum if kind == "min" else np.maximum)
+                per_agg.append(ufunc.reduceat(values, starts).tolist())
+        return [list(acc) for acc in zip(*per_agg)]
+
+    @staticmethod
+    def _fold(kind: str, column: Sequence[Any], order: list[int], starts: list[int], ends: list[int]) -> list:
+        """``add`` of one aggregate over each segment, row by row."""
+        one = RowAggregate([(kind, 0)])
+        out = []
+        for s, e in zip(starts, ends):
+            acc = one.create_accumulator()
+            for r in order[s:e]:
+                acc = one.add((column[r],), acc)
+            out.append(acc[0])
+        return out
+
+    def merge(self, acc_a: list, acc_b: list) -> list:
+        out = []
+        for (kind, _), a, b in zip(self.aggs, acc_a, acc_b):
+            if kind in ("count", "avg"):
+                out.append(a + b if kind == "count" else [a[0] + b[0], a[1] + b[1]])
+            elif a is None or b is None:
+                out.append(b if a is None else a)
+            elif kind in ("first", "last"):
+                out.append(a if kind == "first" else b)
+            else:
+                out.append(a + b if kind == "sum" else (min(a, b) if kind == "min" else max(a, b)))
+        return out
+
+    def get_result(self, accumulator: list) -> tuple:
+        return tuple((acc[0] / acc[1] if acc[1] else None) if kind == "avg" else acc
+                     for (kind, _), acc in zip(self.aggs, accumulator))
+
+    # -- packed accumulators (PackedAggregate) -------------------------------------------------------
+    def _kinds(self, version: int | None) -> list[str]:
+        """The aggregates' kinds of accumulator ``version`` (an earlier one's from its recorded names)."""
+        if version is None or version == self.version:
+            return [kind for kind, _ in self.aggs]
+        names = self.earlier.get(version)
+        if names is None:
+            raise ValueError(f"no aggregates recorded for accumulator version {version} (known: {sorted(self.earlier)})")
+        return [name.partition("_")[0] for name in names]
+
+    def packed_width(self, version: int | None = None) -> int:
+        return sum(_WIDTH.get(kind, 2) for kind in self._kinds(version))
+
+    def pack(self, accumulators: Sequence[list]) -> Any:
+        rows = []
+        for acc in accumulators:
+            row: list[int] = []
+            for (kind, _), slot in zip(self.aggs, acc):
+                if kind == "count":
+                    row.append(slot)
+                    continue
+                value = slot[0] if kind == "avg" else slot
+                t = type(value)
+                if value is None:
+                    row += (_NONE, 0)
+                elif t is int and _I64_MIN <= value <= _I64_MAX:
+                    row += (_INT, value)
+                elif t is float:
+                    row += (_FLOAT, int(np.float64(value).view(np.int64)))
+                elif t is bool and kind != "avg":
+                    row += (_BOOL, int(value))
+                else:
+                    return None
+                if kind == "avg":
+                    row.append(slot[1])
+            rows.append(row)
+        try:
+            return np.array(rows, dtype=np.int64).reshape(len(rows), self.packed_width())
+        except OverflowError:
+            return None
+
+    def unpack(self, words: Any, version: int | None = None) -> list[list]:
+        per_agg: list[list] = []
+        j = 0
+        for kind in self._kinds(version):
+            if kind == "count":
+                per_agg.append(words[:, j].tolist())
+                j += 1
+                continue
+            values = [_unpacked(t, i, f) for t, i, f in zip(words[:, j].tolist(), words[:, j + 1].tolist(),
+                                                            words[:, j + 1].view(np.float64).tolist())]
+            if kind == "avg":
+                values = [[v, n] for v, n in zip(values, words[:, j + 2].tolist())]
+            per_agg.append(values)
+            j += _WIDTH.get(kind, 2)
+        return [list(acc) for acc in zip(*per_agg)] if per_agg else [[] for _ in range(len(words))]
+
+    def accumulate_packed(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> Any:
+        """Vectorized over runs of rows for int and float columns (nulls allowed); None for other
+        columns, and where ``accumulate``'s numpy reductions would not match ``add`` (see ``_numeric``)."""
+        ends = np.append(starts[1:], len(order))
+        counts = ends - starts
+        out = []
+        for kind, pos in self.aggs:
+            if kind == "count":
+                out.append(counts)
+                continue
+            found = _masked(columns[pos], order)
+            if found is None:
+                return None
+            values, valid, tag = found
+            present = np.add.reduceat(valid.astype(np.int64), starts) if len(order) else counts
+            tags = np.where(present > 0, tag, _INT if kind == "avg" else _NONE)  # an empty avg is [0, 0]
+            out += [tags, _reduced(kind, values, valid, starts, ends).view(np.int64)]
+            if kind == "avg":
+                out.append(present)
+        return np.column_stack(out).astype(np.int64, copy=False) if out else np.zeros((len(starts), 0), np.int64)
+
+    def merge_packed(self, words: Any, starts: Any) -> Any:
+        """Vectorized ``merge`` per group where every group's non-null values share one type (ints or
+        floats; bools only for first/last) and int sums stay within 62 bits; else None."""
+        ends = np.append(starts[1:], len(words))
+        out = []
+        j = 0
+        for kind, _ in self.aggs:
+            if kind == "count":
+                out.append(np.add.reduceat(words[:, j], starts))
+                j += 1
+                continue
+            tags = words[:, j]
+            present = words[:, j + 2] > 0 if kind == "avg" else tags != _NONE  # an empty avg adds int 0
+            kinds = np.unique(tags[present])
+            if len(kinds) > 1 or (len(kinds) and kinds[0] == _BOOL and kind not in ("first", "last")):
+                return None
+            tag = int(kinds[0]) if len(kinds) else _INT
+            raw = words[:, j + 1]
+            values = raw.view(np.float64) if tag == _FLOAT else raw
+            if tag == _FLOAT and len(values):
+                real = values[present]
+                if np.isnan(real).any() or np.signbit(real[real == 0]).any():  # Python's ties and NaN order
+                    return None
+            if tag == _INT and kind in ("sum", "avg") and len(values) and \
+                    max(int(values.max()), -int(values.min())) >= (1 << 62) // len(values):  # np.abs(-2**63) < 0
+                return None
+            group_tags = np.where(np.add.reduceat(present.astype(np.int64), starts) > 0, tag,
+                                  _INT if kind == "avg" else _NONE)
+            out += [group_tags, _reduced(kind, values, present, starts, ends).view(np.int64)]
+            if kind == "avg":
+                out.append(np.add.reduceat(words[:, j + 2], starts))
+            j += _WIDTH.get(kind, 2)
+        return np.column_stack(out).astype(np.int64, copy=False) if out else np.zeros((len(starts), 0), np.int64)
+
+
+def _unpacked(tag: int, bits: int, real: float) -> Any:
+    """A packed value: None, the int, the float (``real``: the bits read as float64) or the bool."""
+    if tag == _INT:
+        return bits
+    if tag == _FLOAT:
+        return real
+    return None if tag == _NONE else bool(bits)
+
+
+def _reduced(kind: str, values: np.ndarray, valid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``kind`` of the valid ``values`` of each segment ``[starts[j], ends[j])`` (anything where it has none)."""
+    if not len(values):
+        return np.zeros(len(starts), values.dtype)
+    if kind in ("first", "last"):
+        at = np.flatnonzero(valid)
+        if kind == "first":
+            i = np.searchsorted(at, starts)
+            ok = i < len(at)
+            ok[ok] = at[i[ok]] < ends[ok]
+        else:
+            i = np.searchsorted(at, ends) - 1
+            ok = i >= 0
+            ok[ok] = at[i[ok]] >= starts[ok]
+        picked = np.zeros(len(starts), values.dtype)
+        picked[ok] = values[at[i[ok]]]
+        return picked
+    if kind in ("sum", "avg"):
+        return np.add.reduceat(np.where(valid, values, 0), starts)
+    big = np.inf if values.dtype.kind == "f" else np.iinfo(np.int64).max
+    if kind == "min":
+        return np.minimum.reduceat(np.where(valid, values, big), starts)
+    return np.maximum.reduceat(np.where(valid, values, -big if values.dtype.kind == "f" else -big - 1), starts)
+
+
+def _masked(column: Sequence[Any], order: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``column`` in ``order`` as (values, valid mask, tag) for int or float columns with nulls, or None
+    where ``_numeric`` would refuse the values (mixed types, NaN, -0.0, sums that could overflow)."""
+    if isinstance(column, np.ndarray) or None not in column:
+        values = _numeric(column, order)
+        if values is None:
+            return None
+        return values, np.ones(len(values), dtype=bool), _FLOAT if values.dtype.kind == "f" else _INT
+    kinds = set(map(type, column)) - {type(None)}
+    if not kinds:
+        return np.zeros(len(order), np.int64), np.zeros(len(order), bool), _INT
+    if len(kinds) != 1 or not kinds <= {int, float}:
+        return None
+    taken = [column[r] for r in order.tolist()]
+    valid = np.fromiter((v is not None for v in taken), bool, len(taken))
+    zero = 0.0 if float in kinds else 0
+    filled = [zero if v is None else v for v in taken]
+    values = _numeric(filled, np.arange(len(filled)))
+    if values is None:
+        return None
+    return values, valid, _FLOAT if values.dtype.kind == "f" else _INT
+
+def _numeric(column: Sequence[Any], order: Any) -> Any:
+    """``column`` in ``order`` as an int64 or float64 array, or None when it has nulls or other types
+    (a list mixing ints, floats or bools: their results keep the type the row path gives them),
+    NaN or -0.0 (numpy orders and breaks min/max ties differently) or an int64 sum could overflow."""
+    try:
+        values = np.asarray(column)
+    except (ValueError, OverflowError):
+        return None
+    kind = values.dtype.kind
+    if kind not in "if" or values.dtype.itemsize != 8:
+        return None
+    if not isinstance(column, np.ndarray) and set(map(type, column)) != {int if kind == "i" else float}:
+        return None
+    values = values[order]
+    if not len(values):
+        return values
+    if kind == "f":
+        return None if np.isnan(values).any() or np.signbit(values[values == 0]).any() else values
+    if max(int(values.max()), -int(values.min())) >= (1 << 62) // len(values):
+        return None
+    return values
