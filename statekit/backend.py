@@ -23,7 +23,7 @@ from .migration import cell_migration
 from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER
 from .state import ResolvedKey
-from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key
+from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key, timer_sort_keys
 
 SNAPSHOT_FORMAT = 1
 _KEY_CACHE_LIMIT = 1 << 17
@@ -434,13 +434,31 @@ class KeyedStateBackend(ABC):
         svc = self.timer_service(name, None)
         svc.restore_time(max(svc.current_watermark(), t["watermark"]),
                          max(svc.current_processing_time(), t["processing_time"]))
-        dumps = KEY_SERIALIZER.dumps
         for domain, queue in svc.queues():
-            for ts, key, ns in t[domain]:
-                kb = dumps(key)
-                kg = key_group_for_bytes(kb, self.max_parallelism)
-                if kg in self.key_groups:
-                    queue.add(timer_sort_key(ts, kg, kb, dumps(ns)), Timer(ts, key, ns))
+            timers = t[domain]
+            sort_keys, groups = self._timer_sort_keys(timers)
+            mine = np.flatnonzero((groups >= self.key_groups.start) & (groups < self.key_groups.stop)).tolist()
+            if len(mine) < len(timers):
+                sort_keys, timers = [sort_keys[i] for i in mine], [timers[i] for i in mine]
+            queue.add_many(sort_keys, list(map(Timer._make, timers)))
+
+    def _timer_sort_keys(self, timers: Sequence[Sequence[Any]]) -> tuple[list[bytes], np.ndarray]:
+        """Sort keys and key groups of snapshotted timers ``[timestamp, key, namespace]``, in bulk (the
+        keys serialized one by one, their groups hashed and the sort keys' prefixes built together)."""
+        dumps = KEY_SERIALIZER.dumps
+        kbs = [dumps(x[1]) for x in timers]
+        groups = key_groups_for_bytes(kbs, self.max_parallelism)
+        namespaces: dict[Any, bytes] = {}
+        try:
+            for x in timers:
+                if x[2] not in namespaces:
+                    namespaces[x[2]] = dumps(x[2])
+        except TypeError:  # an unhashable namespace: each serialized on its own
+            return [timer_sort_key(x[0], kg, kb, dumps(x[2])) for x, kg, kb in zip(timers, groups.tolist(), kbs)], groups
+        if len(namespaces) <= 1:
+            nsb = next(iter(namespaces.values()), b"")
+            return timer_sort_keys([x[0] for x in timers], groups.tolist(), kbs, nsb), groups
+        return [timer_sort_key(x[0], kg, kb, namespaces[x[2]]) for x, kg, kb in zip(timers, groups.tolist(), kbs)], groups
 
     def _import_pending(self, name: str, descriptor: StateDescriptor, st: InternalKeyedState, pending: dict) -> bool:
         """Fill a state registered after a restore; True when its cells were migrated from another version."""

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 from statekit import (key_identity, key_of_identity, KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, Timer,
-                      decode_timer, timer_sort_key)
-from statekit.timers import timer_sort_keys
+                      decode_timer)
 from statekit.backend import SNAPSHOT_FORMAT
 from statekit.payload import decode, encode
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
@@ -156,6 +155,12 @@ class HeapSnapshots(IncrementalSnapshots):
         """A heap backend holding the manifest's state: its full snapshot plus the deltas after it."""
         chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
         full = decode(reader.read(chain[0]))
+        backend = cls(config, key_groups, time_provider)
+        if len(chain) == 1:  # a full snapshot alone is a logical snapshot already
+            full["states"] = _unpack(full["states"])
+            backend.restore_logical(full)
+            backend._reset_changes()
+            return backend
         states = {name: {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1),
                          "cells": {_cell_id(e[1], e[2]): e for e in s["entries"]}}
                   for name, s in _unpack(full["states"]).items()}
@@ -173,7 +178,6 @@ class HeapSnapshots(IncrementalSnapshots):
                 "timers": {n: {"watermark": t["watermark"], "processing_time": t["processing_time"],
                                "event": list(t["event"].values()), "processing": list(t["processing"].values())}
                            for n, t in timers.items()}}
-        backend = cls(config, key_groups, time_provider)
         backend.restore_logical(snap)
         backend._reset_changes()
         return backend
@@ -208,22 +212,11 @@ class HeapSnapshots(IncrementalSnapshots):
                 svc = self._timer_services[name]
                 svc.restore_time(t["watermark"], t["processing_time"])
                 for domain, queue in svc.queues():
-                    queue.remove_many(self._timer_keys(t[domain]["del"]))
+                    queue.remove_many(self._timer_sort_keys(t[domain]["del"])[0])
                     added = t[domain]["add"]
-                    queue.add_many(self._timer_keys(added), [Timer(*x) for x in added])
+                    queue.add_many(self._timer_sort_keys(added)[0], list(map(Timer._make, added)))
         self._reset_changes()
         return True
-
-    def _timer_keys(self, timers: list) -> list[bytes]:
-        """The sort keys of snapshotted timers ``[timestamp, key, namespace]``, resolved in bulk."""
-        if not timers:
-            return []
-        resolved, _ = self.resolve_keys([x[1] for x in timers])  # a committed timer's key is valid and ours
-        namespaces = {KEY_SERIALIZER.dumps(x[2]) for x in timers}
-        if len(namespaces) == 1:
-            return timer_sort_keys([x[0] for x in timers], [r[1] for r in resolved], [r[2] for r in resolved],
-                                   namespaces.pop())
-        return [timer_sort_key(x[0], r[1], r[2], KEY_SERIALIZER.dumps(x[2])) for x, r in zip(timers, resolved)]
 
     def unchanged_since_snapshot(self) -> bool:
         """True when no cell, timer or clock changed since the last snapshot or restore (fast path)."""
