@@ -39,7 +39,7 @@ def factorize(keys: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
     if len(types) == 1 and types <= PLAIN_KEY_TYPES:  # one plain type: Arrow's hash encoding, in C
         try:
             encoded = pa.array(keys).dictionary_encode()
-        except (pa.ArrowException, OverflowError):  # an int beyond 64 bits
+        except (pa.ArrowException, OverflowError, UnicodeEncodeError):  # an int beyond 64 bits, a lone surrogate
             pass
         else:
             return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()

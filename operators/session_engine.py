@@ -269,10 +269,10 @@ class SessionEngine:
         gap = self.gap
         fast = np.unique(codes[rows])
         cell_list = [cells[code] for code in fast.tolist()]
+        table = None
         if fold_packed is not None and self._cells is not None and all(type(x) is not list for x in cell_list):
             table = self._cells.decode(cell_list)
-            lo, hi = table.rows[:, 0], table.rows[:, 1]
-            runs = session_runs(codes, ts, rows, gap, fast[table.owner], lo - gap, hi)
+            runs = session_runs(codes, ts, rows, gap, fast[table.owner], table.rows[:, 0] - gap, table.rows[:, 1])
             accs = fold_packed(runs.order, runs.starts)
             if accs is not None:
                 owner = np.searchsorted(fast, np.asarray(runs.codes, np.int64))
@@ -282,15 +282,12 @@ class SessionEngine:
                     result.timers = self._next_timers(result.owner, result.rows[:, 1], len(fast), wm)
                     return fast.tolist(), self._cells.encode(result), result.timers, table.timers
         stored: dict[int, list] = {}
-        tc, lo, hi = [], [], []
         for code, cell in zip(fast.tolist(), cell_list):
-            old_timers[code], sessions = self._decode(cell)
-            stored[code] = sessions
-            for s in sessions:
-                tc.append(code)
-                lo.append(s[0] - gap)
-                hi.append(s[1])
-        runs = session_runs(codes, ts, rows, gap, np.array(tc, np.int64), np.array(lo, np.int64), np.array(hi, np.int64))
+            old_timers[code], stored[code] = self._decode(cell)
+        if table is None:  # the runs of the packed attempt serve as they are (same stored sessions)
+            reach = [(code, s[0] - gap, s[1]) for code, sessions in stored.items() for s in sessions]
+            tc, lo, hi = (np.array(col, np.int64) for col in zip(*reach)) if reach else (np.zeros(0, np.int64),) * 3
+            runs = session_runs(codes, ts, rows, gap, tc, lo, hi)
         accs = fold(runs.order, runs.starts) if fold is not None else None
         order, starts = runs.order, runs.starts
         add, merge = self._add, self._merge

@@ -105,3 +105,48 @@ def test_unknown_code_names_the_code_and_the_expected_type(tmp_path):
     assert r.returncode != 0
     assert "extension code 42 is type user_types:Point (recorded in the snapshot)" in r.stderr
     assert "'user_types' cannot be imported" in r.stderr
+
+
+WRITE_PACKED = """
+from statekit import StateConfig
+from statekit.checkpoint import CheckpointStore, JobRecord
+from statekit.operators import EventTimeSessionWindows, RowAggregate, WindowOperator
+from statekit.operators.testing import OperatorHarness
+
+op = WindowOperator(EventTimeSessionWindows.with_gap(1000), function=RowAggregate([("sum", 1), ("count", None)]))
+h = OperatorHarness(op, StateConfig(backend={backend!r}, local_dir={local!r}))
+h.open()
+h.process_columns(["u1", "u1", "u2"], [1_000, 1_050, 3_000], [["u1", "u1", "u2"], [5, 7, 1]])
+CheckpointStore({root!r}).commit("op", 0, h.backend, {{"operator": op.snapshot_metadata()}})
+JobRecord({root!r}).write({{"operator_id": "op", "operator": op.describe()}})
+"""
+
+READ_PACKED = """
+import json, sys
+from statekit import StateConfig
+from statekit.checkpoint import CheckpointStore, JobRecord, read_state
+rows = read_state({root!r}, "op", "sessions")
+assert "statekit.operators" not in sys.modules
+from statekit.operators import EventTimeSessionWindows, Output, RowAggregate, WindowOperator, readable_state
+described = JobRecord({root!r}).read()["operator"]
+cells = {{r["key"]: [type(r["value"]).__name__, readable_state(described, "sessions", r["value"])] for r in rows}}
+r = CheckpointStore({root!r}).restore("op", StateConfig(backend={backend!r}, local_dir={local!r}))
+op = WindowOperator(EventTimeSessionWindows.with_gap(1000), function=RowAggregate([("sum", 1), ("count", None)]))
+out = Output()
+op.open(r.backend, out)
+op.restore_metadata(r.metadata[0]["operator"])
+op.process_watermark(10_000)
+print(json.dumps({{"cells": cells, "fired": [[list(v), t] for v, t in out.records]}}))
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_packed_session_cells_restore_and_read_in_a_fresh_interpreter(tmp_path, backend):
+    """Packed session cells (a RowAggregate's) written by one process: a fresh interpreter reads them
+    through the recorded job in the list form, restores them and fires the sessions they hold."""
+    root = str(tmp_path / "ckpt")
+    _run(textwrap.dedent(WRITE_PACKED).format(backend=backend, local=str(tmp_path / "w"), root=root), tmp_path)
+    got = json.loads(_run(textwrap.dedent(READ_PACKED).format(backend=backend, local=str(tmp_path / "r"), root=root),
+                          tmp_path))
+    assert got["cells"] == {"u1": ["bytes", [2049, 1000, 2050, [12, 2]]], "u2": ["bytes", [3999, 3000, 4000, [1, 1]]]}
+    assert got["fired"] == [[[12, 2], 2049], [[1, 1], 3999]]

@@ -207,6 +207,24 @@ def test_late_and_invalid_records(backend_name, tmp_path):
         h.close()
 
 
+def test_a_key_that_cannot_be_serialized_is_refused_among_plain_keys(backend_name, tmp_path):
+    """Plain string keys go through Arrow's dictionary encoding; one with a lone surrogate (no UTF-8 form)
+    is refused with its reason, as the record path refuses it, and the others are processed."""
+    hs = [harness(operator("row-aggregate", 0, ref), backend_name, tmp_path, f"s{ref}") for ref in (False, True)]
+    recs = [(k, (k, v, v, v / 2), t) for k, v, t in [("a", 1, 100), ("\ud800", 2, 101), ("a", 3, 102)]]
+    hs[0].process_columns(*columns_of(recs))
+    hs[1].process_batch(recs)
+    for h in hs:
+        h.process_watermark(1_000)
+    invalid = [h.side_output("invalid") for h in hs]
+    assert [(r.key, r.field) for r, _ in invalid[0]] == [(r.key, r.field) for r, _ in invalid[1]] == [("\ud800", "key")]
+    assert "cannot be serialized" in invalid[0][0][0].reason
+    outputs = [h.output() for h in hs]
+    assert repr(outputs[0]) == repr(outputs[1]) and len(outputs[0]) == 1
+    for h in hs:
+        h.close()
+
+
 @pytest.mark.parametrize("column", [
     [3, -1, 7, 2, 9, 4], [1.5, -2.25, 3.0, 0.5, 8.0, -1.0], [3, None, 7, None, None, 4],
     ["b", "a", "d", "c", "f", "e"], [float("nan"), 1.0, 2.0, 3.0, float("nan"), 0.5], [1 << 62, 1 << 62, 1, 2, 3, 4],
