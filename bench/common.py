@@ -23,9 +23,10 @@ GAP_MS = 30_000
 DISORDER_MS = 5_000
 """Bounded disorder of the generated clickstream: events arrive up to this late."""
 
-PYTHON, JVM, WORKERS, OTHER = "python", "jvm", "python workers", "other"
+PYTHON, JVM, WORKERS, HOSTS, OTHER = "python", "jvm", "python workers", "state hosts", "other"
 """Roles in a process tree: the benchmark process itself, Java descendants (Spark's driver JVM),
-Python descendants (Spark's Python workers, forked by the JVM's daemon) and anything else (shells)."""
+Python descendants (Spark's Python workers, forked by the JVM's daemon), statekit's state hosts
+(started by the workers) and anything else (shells)."""
 
 
 @dataclass
@@ -55,6 +56,8 @@ class TreeSampler(threading.Thread):
         if p.pid == self.root.pid:
             return PYTHON
         name = p.name()  # read each time: a launcher shell may exec into java under the same pid
+        if name.startswith("python") and any("statekit.spark.host" in a for a in p.cmdline()):
+            return HOSTS
         return JVM if name.startswith("java") else WORKERS if name.startswith("python") else OTHER
 
     def sample(self) -> None:
@@ -94,7 +97,17 @@ def _own_peak_rss() -> int:
     return 0
 
 
+def _adopt_orphans() -> None:
+    """Make this process the reaper of its orphaned descendants (Linux), so that a state host whose
+    worker exited stays in the sampled tree."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
 def _isolated_child(conn: Any, fn: Callable, args: tuple, kwargs: dict) -> None:
+    _adopt_orphans()
     try:
         result = fn(*args, **kwargs)
         conn.send(("ok", result, _own_peak_rss()))

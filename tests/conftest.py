@@ -27,7 +27,9 @@ def spark() -> Iterator[Any]:
     """The shared local SparkSession (UI off, few shuffle partitions)."""
     from statekit.spark import spark_session
 
-    session = spark_session(SPARK_MASTER, {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    # state hosts of finished tests end soon: each test's partitions have hosts of their own
+    session = spark_session(SPARK_MASTER, {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                                           "spark.statekit.host_idle_timeout": "20s"},
                             app_name="statekit-tests")
     yield session
     session.stop()

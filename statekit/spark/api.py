@@ -44,7 +44,10 @@ from .sinks import EpochSink, as_sink
 from .tasks import run_partition
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
-_JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint")
+_JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
+             "host_idle_timeout")
+STATE_HOSTS = ("process", "worker")
+DEFAULT_HOST_IDLE_TIMEOUT = "10m"
 DEFAULT_MAX_AHEAD = "7d"
 _TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
 """Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
@@ -82,7 +85,8 @@ def _spark_settings(spark: Any) -> dict[str, str]:
 
 def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -> tuple[StateConfig, dict[str, str]]:
     """State config from defaults (rocksdb), then ``spark.statekit.*``, then ``config``; plus the
-    job-level Spark settings (``checkpoint``, ``partitions``, ``retain``, ``cache_size``)."""
+    job-level Spark settings (``checkpoint``, ``partitions``, ``retain``, ``cache_size``, ``state_host``,
+    ``host_idle_timeout``...)."""
     settings = _spark_settings(spark)
     job = {k: settings.pop(k) for k in _JOB_KEYS if k in settings}
     data: dict[str, Any] = {"backend": "rocksdb", **settings}
@@ -265,6 +269,10 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     partitions = int(partitions or settings.get("partitions") or spark.sparkContext.defaultParallelism)
     check_parallelism(partitions, state_config.max_parallelism)
     fault = os.environ.get(FAULT_ENV)
+    state_host = settings.get("state_host", "process")
+    if state_host not in STATE_HOSTS:
+        raise ValueError(f"spark.statekit.state_host={state_host!r}: expected one of {', '.join(STATE_HOSTS)}")
+    host_idle_ms = to_millis(settings.get("host_idle_timeout", DEFAULT_HOST_IDLE_TIMEOUT), "spark.statekit.host_idle_timeout")
     if isinstance(result_schema, str):
         result_schema = _parse_datatype_string(result_schema)
     if not isinstance(result_schema, StructType):
@@ -277,7 +285,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                   state_config.max_parallelism, tuple(columns), tuple(row_columns),
                   to_arrow_schema(routed_schema(selected.schema)), to_arrow_schema(result_schema),
                   to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), files,
-                  int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None)
+                  int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None,
+                  state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"))
     probe = operator_factory()  # the driver's copy: checked and described before anything runs
     if not isinstance(probe, KeyedOperator):
         raise TypeError(f"operator_factory {operator_factory!r} returned a {type(probe).__name__}, not a "

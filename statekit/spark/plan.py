@@ -43,7 +43,11 @@ class JobPlan:
     ``columns``: the input columns routed to the tasks, key first, then time, then the rest of
     ``row_columns``, the columns that make a record's row (in the user's order). The schemas are
     pyarrow schemas of the routed input, the results, the late side output (the row's columns and
-    a ``reason``) and the invalid side output (``columns`` and a ``reason``)."""
+    a ``reason``) and the invalid side output (``columns`` and a ``reason``). ``state_host``: where
+    a partition's state stays open between epochs, ``process`` (its state host on the machine, see
+    ``host``; one ends after ``host_idle_seconds`` without a task) or ``worker`` (the Python worker that
+    ran the epoch, up to ``cache_size`` partitions each); ``app_id``: the Spark application, whose
+    hosts they are."""
 
     operator_id: str
     operator_factory: Callable[[], Any]
@@ -61,6 +65,9 @@ class JobPlan:
     retain: int = 3
     cache_size: int = 8
     fault: Fault | None = None
+    state_host: str = "process"
+    host_idle_seconds: float = 600.0
+    app_id: str = ""
 
 
 @dataclass(frozen=True)

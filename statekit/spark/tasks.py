@@ -1,13 +1,9 @@
 """Executor side of an epoch: run the operator over one partition's key groups, commit, emit rows.
 
-The backend and operator of a partition stay open in the Python worker between epochs (a small
-LRU keyed by operator, checkpoint and key-group range) and are reused when the checkpoint store
-confirms they hold exactly the state of the epoch to start from (its fast path). A worker's backend
-of an earlier epoch of the partition (another worker ran it since) is brought forward in place when
-the backend can (``IncrementalSnapshots.catch_up``: the heap applies the deltas committed since).
-Anything else (a retried task, a rescaled job, a full snapshot in between) restores from the checkpoint. A slot is taken
-out of the cache for the duration of a task and put back only after its commit, so a failure
-mid-epoch never leaves a half-processed backend behind.
+The task's worker checks its input, hands the partition's records to the process that keeps the
+partition's state (its state host, ``host``, by default; the worker itself with
+``state_host=worker``; ``slots`` holds the rules of kept state), injects the test faults around the
+commit, and stages the outputs for the driver to publish.
 """
 
 from __future__ import annotations
@@ -18,89 +14,16 @@ import signal
 import socket
 import time
 import uuid
-from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from ..checkpoint import CheckpointStore, Storage
-from ..operators import KeyedOperator, Output
-from ..config import StateConfig
+from ..checkpoint import Storage
 from ..keygroups import key_groups_for_partition
-from ..backend import create_backend
 from .errors import InjectedFault
-from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
-from .results import output_table
-from .worker_signals import ignore_interrupts
+from .host import HostedRun, executor_pid
+from .plan import EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
-
-
-@dataclass
-class Slot:
-    """An open operator on its backend, at committed epoch ``epoch``."""
-
-    backend: Any
-    operator: KeyedOperator
-    output: Output
-    epoch: int | None
-
-    def close(self) -> None:
-        try:
-            self.operator.close()
-        finally:
-            self.backend.close()
-
-
-_SLOTS: "OrderedDict[tuple, Slot]" = OrderedDict()
-
-
-def _local_config(job: JobPlan, kgs: range) -> StateConfig:
-    """The job's config with a private local directory for this backend (several may share a worker)."""
-    config = StateConfig.from_dict(job.config)
-    if config.local_dir is None:
-        return config
-    name = f"{job.operator_id}-kg{kgs.start}-{kgs.stop - 1}-{uuid.uuid4().hex[:8]}"
-    return config.with_options(local_dir=os.path.join(config.local_dir, name))
-
-
-def _open(job: JobPlan, backend: Any, metadata: list[dict]) -> Slot:
-    op = job.operator_factory()  # a KeyedOperator: run_keyed checked the driver's copy
-    out = Output()
-    op.open(backend, out)
-    if metadata:
-        op.restore_metadata(metadata[0]["operator"])
-    return Slot(backend, op, out, None)
-
-
-def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) -> tuple[Slot, bool, bool]:
-    """The slot to run ``epoch`` on; whether it came from the worker's cache as it was (fast path); whether
-    the worker's backend of an earlier epoch was brought forward in place (caught up) under a new operator."""
-    cache_key = (job.operator_id, store.location, kgs.start, kgs.stop)
-    kept = _SLOTS.pop(cache_key, None)
-    config = _local_config(job, kgs)
-    if epoch.restore_epoch is None:
-        if kept is not None:
-            kept.close()
-        return _open(job, create_backend(config, kgs), []), False, False
-    r = store.restore(job.operator_id, config, kgs, epoch=epoch.restore_epoch,
-                      backend=kept.backend if kept is not None else None)
-    if r.fast_path:
-        return kept, True, False
-    if kept is not None:
-        kept.operator.close()  # its backend was closed by the store, or caught up (reopened below)
-    return _open(job, r.backend, r.metadata), False, r.caught_up
-
-
-def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> None:
-    """Keep ``slot`` for the next epoch; the least recently used slots beyond the bound are closed."""
-    _SLOTS[(job.operator_id, store.location, kgs.start, kgs.stop)] = slot
-    while len(_SLOTS) > job.cache_size:
-        _SLOTS.popitem(last=False)[1].close()
-
-
-def _parent_pid(pid: int) -> int:
-    """The parent of process ``pid`` (Linux /proc; the executor-killing fault is a test tool)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
+from .slots import LocalRun
+from .worker_signals import ignore_interrupts
 
 
 def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
@@ -122,7 +45,7 @@ def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
     if f.action == "exit":
         os._exit(17)
     if f.action == "kill-executor":
-        os.kill(_parent_pid(os.getppid()), signal.SIGKILL)  # worker -> daemon -> executor JVM
+        os.kill(executor_pid(), signal.SIGKILL)
         os._exit(17)
     raise InjectedFault(f"injected fault at epoch {epoch} partition {partition} ({when})")
 
@@ -152,62 +75,40 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     valid = rows.filter(pc.is_null(why))
     valid = valid.take(pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")]))  # replay-stable order
     kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
-    store = CheckpointStore(job.checkpoint, retain=job.retain)
-    slot, fast, caught_up = acquire(job, epoch, store, kgs)
     t1 = time.perf_counter()
+    run = HostedRun(job, epoch, index, kgs) if job.state_host == "process" else LocalRun(job, epoch, index)
     try:
-        op = slot.operator
-        migrated = 0 if fast else op.metrics.get("state_migrated", 0)  # migrations run as a restored operator opens
-        late_before = op.metrics.get("late_dropped", 0)
-        watermark_before = op.current_watermark()
-        keys = valid.column(job.columns[0]).to_pylist()
-        timestamps = valid.column(TS).to_numpy()
-        op.process_columns(keys, timestamps, [valid.column(c).to_pylist() for c in job.row_columns])
-        if epoch.watermark is not None:
-            op.process_watermark(epoch.watermark)
-        results = output_table([v for v, _ in slot.output.drain()], job.result_schema, "result")
-        reason = f"late: behind watermark {watermark_before}"
-        late = [tuple(row) + (reason,) for row, _ in slot.output.drain_side(LATE_TAG)]
-        refused = [_invalid_row(job, r) for r, _ in slot.output.drain_side(INVALID_TAG)]
-        tables = {"r": results}
-        if late:
-            tables["l"] = output_table(late, job.late_schema, "late")
-        if invalid.num_rows or refused:
-            parts = [invalid.select([*job.columns, WHY]).rename_columns(job.invalid_schema.names).cast(job.invalid_schema)]
-            if refused:
-                parts.append(output_table(refused, job.invalid_schema, "invalid"))
-            tables["i"] = pa.concat_tables(parts)
-        dropped = op.metrics.get("late_dropped", 0) - late_before
+        done = run.process(valid)
         t2 = time.perf_counter()
         _maybe_fail(job, epoch.epoch, index, "before-commit")
-        max_ts = int(timestamps[-1]) if len(timestamps) else None
-        committed = store.commit(job.operator_id, epoch.epoch, slot.backend,
-                                 metadata={"operator": op.snapshot_metadata(), "max_ts": max_ts, **epoch.extra})
-        _maybe_fail(job, epoch.epoch, index, "after-commit")
+        timestamps = valid.column(TS)
+        max_ts = timestamps[-1].as_py() if len(timestamps) else None
+        committed = run.commit(max_ts)
     except BaseException:
-        slot.close()
+        run.abort()
         raise
-    slot.epoch = epoch.epoch
-    release(job, store, kgs, slot)
+    _maybe_fail(job, epoch.epoch, index, "after-commit")
+    tables = {"r": done.results}
+    if done.late is not None:
+        tables["l"] = done.late
+    if invalid.num_rows or done.refused is not None:
+        parts = [invalid.select([*job.columns, WHY]).rename_columns(job.invalid_schema.names).cast(job.invalid_schema)]
+        if done.refused is not None:
+            parts.append(done.refused)
+        tables["i"] = pa.concat_tables(parts)
+    refused = 0 if done.refused is None else done.refused.num_rows
     attempt = f"p{index:05d}-{uuid.uuid4().hex[:12]}"
     files = {tag: job.sink.stage(epoch.epoch, f"{tag}-{attempt}", table) for tag, table in tables.items()}
     future = (pc.sum(pc.starts_with(invalid.column(WHY), FUTURE_REASON)).as_py() or 0) if invalid.num_rows else 0
+    handover = (t2 - t1) - done.restore_seconds - done.process_seconds  # reaching the host, records both ways
     stats = {
-        "partition": index, "records": valid.num_rows - len(refused), "invalid": invalid.num_rows + len(refused),
-        "future": future, "late": len(late) + dropped, "results": results.num_rows, "max_ts": max_ts, "fast_path": fast,
-        "caught_up": caught_up,
-        "migrated": migrated,
-        "files": files, "state_entries": sum(committed.manifest.stats.get("states", {}).values()),
+        "partition": index, "records": valid.num_rows - refused, "invalid": invalid.num_rows + refused,
+        "future": future, "late": (0 if done.late is None else done.late.num_rows) + done.dropped,
+        "results": done.results.num_rows, "max_ts": max_ts, "fast_path": done.fast, "caught_up": done.caught_up,
+        "migrated": done.migrated, "files": files, "state_entries": committed.state_entries,
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
-        "restore_seconds": round(t1 - t0, 6), "process_seconds": round(t2 - t1, 6),
+        "restore_seconds": round(t1 - t0 + handover + done.restore_seconds, 6),
+        "process_seconds": round(done.process_seconds, 6),
         "worker": f"{socket.gethostname()}:{os.getppid()}",
     }
     yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
-
-
-
-def _invalid_row(job: JobPlan, refused: Any) -> tuple:
-    """A record the operator refused, laid out as the routed input columns plus the reason."""
-    values = dict(zip(job.row_columns, refused.value)) if isinstance(refused.value, tuple) else {}
-    values[job.columns[0]], values[job.columns[1]] = refused.key, refused.timestamp
-    return tuple(values.get(c) for c in job.columns) + (f"{refused.field}: {refused.reason}",)

@@ -1,0 +1,242 @@
+"""State hosts: one long-lived process per partition's state on an executor machine.
+
+Spark hands a task to whichever of its Python workers is idle, so a partition's state kept open in
+the worker that ran its last epoch is found again only by chance, and every miss is a restore from
+the checkpoint. A state host keeps the partition's slot (``slots``) in a process of its own, named
+by the application, operator, checkpoint and key groups, which every worker on the machine reaches
+over a Unix socket: the task's worker sends the partition's records, the host runs the operator on
+its kept state and commits, the worker stages the outputs. So the state stays open for every steady
+epoch, whichever worker runs it, and exactly one copy of it is in memory.
+
+Failure keeps the slot rules: a task that fails or whose worker goes away before its commit makes
+the host drop the slot (the next attempt restores from the checkpoint); a host that dies is started
+again and restores. A host ends when the JVM of the executor that started it ends, when its
+process group is hung up (Spark's Python daemon stopping), or after ``host_idle_timeout`` without a
+task.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import Client, Connection
+from typing import Any
+
+from .plan import EpochPlan, JobPlan
+from .slots import Commit, LocalRun, Processed, close_all
+from .worker_signals import ignore_interrupts
+
+_MAIN = "import sys; from statekit.spark.host import main; main(sys.argv[1:])"
+_START_SECONDS = 60.0
+"""How long a worker waits for a host it started to listen."""
+
+
+class HostError(RuntimeError):
+    """A state host could not be started or reached."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a state host (the cause of the one re-raised in the task)."""
+
+
+def runtime_dir() -> str:
+    """This user's directory of host sockets, locks and logs on this machine."""
+    path = os.path.join(tempfile.gettempdir(), f"statekit-hosts-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def host_name(app_id: str, operator_id: str, checkpoint: str, kgs: range) -> str:
+    """The name of the host of key groups ``kgs`` of an operator and checkpoint in a Spark application."""
+    ident = "\0".join((app_id, operator_id, checkpoint, str(kgs.start), str(kgs.stop)))
+    return hashlib.sha1(ident.encode()).hexdigest()[:24]
+
+
+def executor_pid() -> int:
+    """The nearest JVM above this worker (worker -> Python daemon -> executor JVM); the parent if none."""
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().startswith("java"):
+                    return pid
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+    return os.getppid()
+
+
+class HostedRun:
+    """One task's state work sent to the partition's state host (the same steps as ``LocalRun``)."""
+
+    def __init__(self, job: JobPlan, epoch: EpochPlan, index: int, kgs: range) -> None:
+        self.job, self.epoch, self.index = job, epoch, index
+        self.conn = _connect(job, kgs)
+
+    def process(self, valid: Any) -> Processed:
+        from pyspark import cloudpickle  # the operator factory may be a closure of the user's script
+
+        self.conn.send((cloudpickle.dumps(self.job), self.epoch, self.index, list(sys.path), valid))
+        return self._reply()
+
+    def commit(self, max_ts: int | None) -> Commit:
+        self.conn.send(max_ts)
+        reply = self._reply()
+        self.conn.close()
+        return reply
+
+    def abort(self) -> None:
+        self.conn.close()  # the host drops the slot when the connection ends before a commit
+
+    def _reply(self) -> Any:
+        try:
+            status, value, text = self.conn.recv()
+        except (EOFError, OSError) as e:
+            raise HostError(f"state host of partition {self.index} went away during epoch {self.epoch.epoch} "
+                            f"({type(e).__name__}); the task is retried and restores from the checkpoint") from None
+        if status == "ok":
+            return value
+        try:
+            error = pickle.loads(value)
+        except Exception:  # its class is not importable here
+            error = None
+        if not isinstance(error, BaseException):  # not picklable, or not importable: its text stands for it
+            error = HostError(text.strip().splitlines()[-1])
+        raise error from RemoteTraceback(f"in the state host of partition {self.index}:\n{text}")
+
+
+def _connect(job: JobPlan, kgs: range) -> Connection:
+    """A connection to the host of ``kgs``, started first if none listens."""
+    base = os.path.join(runtime_dir(), host_name(job.app_id, job.operator_id, job.checkpoint, kgs))
+    try:
+        return Client(base + ".sock", family="AF_UNIX")
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass
+    with open(base + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker starts the host; the others wait and connect
+        try:
+            return Client(base + ".sock", family="AF_UNIX")
+        except (FileNotFoundError, ConnectionRefusedError):
+            pass
+        if os.path.exists(base + ".sock"):
+            os.unlink(base + ".sock")  # left by a host that was killed
+        with open(base + ".log", "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-c", _MAIN, base + ".sock", str(executor_pid()),
+                                     str(job.host_idle_seconds)],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True)
+        deadline = time.monotonic() + _START_SECONDS
+        while True:
+            try:
+                return Client(base + ".sock", family="AF_UNIX")
+            except (FileNotFoundError, ConnectionRefusedError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    with open(base + ".log", "rb") as f:
+                        tail = f.read()[-2000:].decode(errors="replace")
+                    raise HostError(f"state host {base}.sock did not start (exit code {proc.poll()}): {tail}") from None
+                time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _serve_task(conn: Connection) -> None:
+    """One task: process its records, then commit (or drop the slot if the task ends first)."""
+    job_bytes, epoch, index, path, valid = conn.recv()
+    sys.path.extend(p for p in path if p not in sys.path)  # the worker's (Spark files, py-files)
+    run: LocalRun | None = None
+    try:
+        job = pickle.loads(job_bytes)
+        run = LocalRun(job, epoch, index)
+        conn.send(("ok", run.process(valid), None))
+        conn.send(("ok", run.commit(conn.recv()), None))
+    except (EOFError, OSError):
+        if run is not None:
+            run.abort()
+    except Exception as e:
+        if run is not None:
+            run.abort()
+        try:
+            value = pickle.dumps(e)
+        except Exception:
+            value = pickle.dumps(None)
+        conn.send(("error", value, traceback.format_exc()))
+
+
+def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
+    """Serve tasks on the Unix socket ``path`` one at a time until the executor ends or no task
+    came for ``idle_seconds``."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+    bound = os.stat(path).st_ino
+    last = time.monotonic()
+    try:
+        while True:
+            ready, _, _ = select.select([server], [], [], 1.0)
+            if not ready:
+                if not _alive(executor_pid) or time.monotonic() - last > idle_seconds:
+                    return
+                continue
+            client, _ = server.accept()
+            conn = Connection(client.detach())
+            try:
+                _serve_task(conn)
+            except (EOFError, OSError):
+                pass  # the worker went away before sending its task
+            finally:
+                conn.close()
+                last = time.monotonic()
+    finally:
+        server.close()
+        try:
+            close_all()
+        finally:
+            _retire(path[:-len(".sock")], bound)
+
+
+def _retire(base: str, bound: int) -> None:
+    """Remove the host's socket, lock and log, under its lock (a worker starting a host waits); not if
+    a worker found this host unreachable and started another in its place."""
+    with open(base + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if os.stat(base + ".sock").st_ino != bound:
+                return
+        except FileNotFoundError:
+            return
+        for suffix in (".sock", ".log", ".lock"):
+            try:
+                os.unlink(base + suffix)
+            except FileNotFoundError:
+                pass
+
+
+def _exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str]) -> None:
+    """A host's process: ``main([SOCKET, EXECUTOR_PID, IDLE_SECONDS])`` (see ``_MAIN``)."""
+    ignore_interrupts()
+    signal.signal(signal.SIGTERM, _exit)
+    signal.signal(signal.SIGHUP, _exit)
+    serve(argv[0], int(argv[1]), float(argv[2]))
+

@@ -1,0 +1,135 @@
+"""State hosts (issue 13): a partition's state stays open in its host whichever Python worker runs the
+task, so every steady epoch takes the fast path; a host killed between epochs is started again and
+restores; ``state_host=worker`` keeps the state in the workers; a host ends with its executor or when
+idle, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from statekit.checkpoint import CheckpointStore
+from statekit.jobs import sessionize
+from statekit.spark import host
+from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
+
+pytestmark = pytest.mark.spark
+FILES = 4
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return write_input(clickstream(3000, 70, seed=23), tmp_path_factory.mktemp("input"), files=FILES)
+
+
+@pytest.fixture(scope="module")
+def reference(spark, sample):
+    return spark_sessions(spark, sample)
+
+
+def run(spark, input_dir, out, backend, final=True):
+    return sessionize(spark, input=str(input_dir), output=str(out), key="user_id", time="ts_ms", gap=GAP,
+                      watermark_delay=DELAY, aggs=["sum:value", "count"], backend=backend, partitions=2, final=final)
+
+
+def _hosts(spark, checkpoint) -> list[str]:
+    """Socket paths of the hosts of every partition of the checkpoint's operators in this application."""
+    store, app = CheckpointStore(str(checkpoint)), spark.conf.get("spark.app.id")
+    return [os.path.join(host.runtime_dir(), host.host_name(app, op, str(checkpoint), kgs)) + ".sock"
+            for op in store.operators() for kgs in store.partitions(op)]
+
+
+def _host_process(sock: str) -> psutil.Process:
+    found = [p for p in psutil.process_iter(["cmdline"]) if sock in (p.info["cmdline"] or [])]
+    assert len(found) == 1, f"expected one host serving {sock}, found {found}"
+    return found[0]
+
+
+def _gone(p: psutil.Process) -> None:
+    """Wait until ``p`` ended (a zombie until the worker that started it reaps it)."""
+    deadline = time.monotonic() + 30
+    while p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"{p} still runs"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_every_steady_epoch_takes_the_fast_path(spark, sample, reference, tmp_path, backend):
+    summary = run(spark, sample, tmp_path / "out", backend)
+    assert output_rows(spark, tmp_path / "out") == reference
+    assert [m["fast_path_partitions"] for m in summary.epochs] == [0] + [2] * FILES
+    assert all(os.path.exists(s) for s in _hosts(spark, tmp_path / "out" / "_checkpoint"))
+
+
+def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sample, reference, tmp_path):
+    growing, out = tmp_path / "in", tmp_path / "out"
+    growing.mkdir()
+    files = sorted(sample.iterdir())
+    for f in files[:2]:
+        (growing / f.name).write_bytes(f.read_bytes())
+    run(spark, growing, out, "heap", final=False)
+    socks = _hosts(spark, out / "_checkpoint")
+    victim = _host_process(socks[0])
+    victim.send_signal(signal.SIGKILL)  # leaves its socket file behind
+    _gone(victim)
+    assert os.path.exists(socks[0])
+    for f in files[2:]:
+        (growing / f.name).write_bytes(f.read_bytes())
+    summary = run(spark, growing, out, "heap")
+    assert output_rows(spark, out) == reference
+    assert summary.epochs[0]["fast_path_partitions"] == 1  # the other partition's host kept its state
+    assert all(m["fast_path_partitions"] == 2 for m in summary.epochs[1:])
+    assert _host_process(socks[0]).pid != victim.pid
+
+
+def test_state_host_worker_keeps_the_state_in_the_workers(spark, sample, reference, tmp_path):
+    spark.conf.set("spark.statekit.state_host", "worker")
+    try:
+        run(spark, sample, tmp_path / "out", "rocksdb")
+    finally:
+        spark.conf.unset("spark.statekit.state_host")
+    assert output_rows(spark, tmp_path / "out") == reference
+    assert not any(os.path.exists(s) for s in _hosts(spark, tmp_path / "out" / "_checkpoint"))
+
+
+def test_an_unknown_state_host_is_refused(spark, sample, tmp_path):
+    spark.conf.set("spark.statekit.state_host", "thread")
+    try:
+        with pytest.raises(ValueError, match=r"spark.statekit.state_host='thread': expected one of process, worker"):
+            run(spark, sample, tmp_path / "out", "heap")
+    finally:
+        spark.conf.unset("spark.statekit.state_host")
+
+
+def _start(sock: str, executor: int, idle_seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", host._MAIN, sock, str(executor), str(idle_seconds)])
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sock):
+        assert proc.poll() is None and time.monotonic() < deadline, "the host did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def test_a_host_ends_when_idle_and_removes_its_files():
+    sock = os.path.join(host.runtime_dir(), f"test-idle-{os.getpid()}.sock")
+    proc = _start(sock, os.getpid(), 1.0)
+    assert proc.wait(30) == 0
+    assert not any(os.path.exists(sock[:-5] + s) for s in (".sock", ".lock", ".log"))
+
+
+def test_a_host_ends_with_its_executor():
+    executor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    sock = os.path.join(host.runtime_dir(), f"test-executor-{os.getpid()}.sock")
+    proc = _start(sock, executor.pid, 600.0)
+    time.sleep(1.5)
+    assert proc.poll() is None  # its executor lives, it is not idle long enough
+    executor.kill()
+    executor.wait()
+    assert proc.wait(30) == 0
+    assert not os.path.exists(sock)
