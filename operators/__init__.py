@@ -10,7 +10,8 @@ from .assigners import (DynamicEventTimeSessionWindows, DynamicProcessingTimeSes
                         SlidingProcessingTimeWindows, TumblingEventTimeWindows, TumblingProcessingTimeWindows,
                         WindowAssigner, count_window)
 from .evictors import CountEvictor, Evictor, TimeEvictor, TimestampedValue
-from .functions import KeyedProcessFunction, ProcessWindowFunction
+from .functions import KeyedProcessFunction, ProcessWindowFunction, WindowRowsFunction
+from .gc_pause import gc_paused
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, InvalidRecord, InvalidRecordError
 from .keyed_process import KeyedProcessOperator
 from .merging_window_set import MergingWindowSet
@@ -28,6 +29,6 @@ __all__ = [
     "KeyedOperator", "KeyedProcessOperator", "MAX_EVENT_TIMESTAMP", "MIN_EVENT_TIMESTAMP", "MergingWindowAssigner", "MergingWindowSet", "NeverTrigger", "Output",
     "ProcessWindowFunction", "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger",
     "SlidingEventTimeWindows", "SlidingProcessingTimeWindows", "TimeEvictor", "TimeWindow", "TimestampedValue",
-    "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner",
-    "RowAggregate", "WindowOperator", "count_window", "readable_state",
+    "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner", "WindowRowsFunction",
+    "RowAggregate", "WindowOperator", "count_window", "gc_paused", "readable_state",
 ]

@@ -28,6 +28,29 @@ class ProcessWindowFunction(ABC):
         """Called once when the operator closes."""
 
 
+class WindowRowsFunction(ProcessWindowFunction):
+    """A window function of an incremental aggregate that makes one output per fired window from its
+    key, bounds and result alone (no state, no watermark): the session engine fires many windows
+    with one ``rows`` call instead of a ``process`` call per window."""
+
+    @abstractmethod
+    def rows(self, keys: list, starts: list, ends: list, results: list) -> list:
+        """One output per window, in order: window i is ``[starts[i], ends[i])`` of ``keys[i]``."""
+
+    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
+        w = context.window
+        return window_rows(self, [key], [w.start], [w.end], list(elements))
+
+
+def window_rows(fn: WindowRowsFunction, keys: list, starts: list, ends: list, results: list) -> list:
+    """``fn.rows(...)``, checked to make one output per window."""
+    rows = fn.rows(keys, starts, ends, results)
+    if len(rows) != len(keys):
+        raise TypeError(f"{type(fn).__qualname__}.rows made {len(rows)} outputs for {len(keys)} windows: "
+                        f"a WindowRowsFunction makes one output per window")
+    return rows
+
+
 class KeyedProcessFunction(ABC):
     """Processes each element of a keyed stream with keyed state and timers (``ctx.timer_service()``)."""
 

@@ -30,6 +30,10 @@ class Output:
             for v in values:
                 append((detached(v), timestamp))
 
+    def collect_many(self, values: list, timestamps: list) -> None:
+        """``collect`` of each value with the timestamp at the same position."""
+        self.records.extend(zip(map(detached, values), timestamps))
+
     def side_output(self, tag: str, value: Any, timestamp: int | None) -> None:
         self.side_outputs.setdefault(tag, []).append((value, timestamp))  # the user's own elements, never state
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState,
                       key_identity)
@@ -46,6 +48,9 @@ class SessionSink(Protocol):
 
     def fire_session(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
         """Emit ``window``'s result (stamped ``window.max_timestamp()``)."""
+
+    def fire_sessions(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
+        """``fire_session`` of many windows, in this order (``[starts[i], ends[i])`` of ``keys[i]``)."""
 
     def clear_session(self, key: Any, window: TimeWindow) -> None:
         """``window`` is cleaned up (its per-window state goes)."""
@@ -328,31 +333,23 @@ class SessionEngine:
         sessions_of = [new_cells[code] for code in codes]
         counts = [len(sessions) for sessions in sessions_of]
         ends = np.fromiter((s[1] for sessions in sessions_of for s in sessions), np.int64, sum(counts))
-        timers = self._next_timers(np.repeat(np.arange(len(codes)), counts), ends, len(codes), wm).tolist()
-        timers = [None if t == NO_TIMER else t for t in timers]
-        olds = [old_timers.get(code) for code in codes]
-        values = [self._encode(t, sessions) for t, sessions in zip(timers, sessions_of)]
+        timers = self._next_timers(np.repeat(np.arange(len(codes)), counts), ends, len(codes), wm)
+        olds = np.fromiter((_or_no_timer(old_timers.get(code)) for code in codes), np.int64, len(codes))
+        values = [self._encode(None if t == NO_TIMER else t, sessions) for t, sessions in zip(timers.tolist(), sessions_of)]
         if packed is not None:
             p_codes, p_values, p_timers, p_olds = packed
             codes += p_codes
             values += p_values
-            timers += [None if t == NO_TIMER else t for t in p_timers.tolist()]
-            olds += [None if t == NO_TIMER else t for t in p_olds.tolist()]
+            timers, olds = np.concatenate((timers, p_timers)), np.concatenate((olds, p_olds))
         scopes = [resolved[i] for i in codes]
-        drop, drop_at, add, add_at = [], [], [], []
-        for scope, timer, old in zip(scopes, timers, olds):
-            if timer != old:
-                if old is not None:
-                    drop.append(scope)
-                    drop_at.append(old)
-                if timer is not None:
-                    add.append(scope)
-                    add_at.append(timer)
+        changed = timers != olds
+        drop = np.flatnonzero(changed & (olds != NO_TIMER))
+        add = np.flatnonzero(changed & (timers != NO_TIMER))
         self._state.update_internal_many(scopes, values)
-        if drop:
-            self._timers.delete_event_time_timers(drop, None, drop_at)
-        if add:
-            self._timers.register_event_time_timers(add, None, add_at)
+        if len(drop):
+            self._timers.delete_event_time_timers([scopes[i] for i in drop.tolist()], None, olds[drop].tolist())
+        if len(add):
+            self._timers.register_event_time_timers([scopes[i] for i in add.tolist()], None, timers[add].tolist())
 
     # -- a watermark ---------------------------------------------------------------------------
     def advance(self, watermark: int) -> None:
@@ -415,16 +412,18 @@ class SessionEngine:
         left.timers = self._next_timers(left.owner, left.rows[:, 1], n, watermark)
         self._store(resolved, {}, {}, watermark,
                     (list(range(n)), self._cells.encode(left), left.timers, np.full(n, NO_TIMER, np.int64)))
-        rank = np.empty(n, np.int64)
-        rank[sorted(range(n), key=lambda i: resolved[i][1:])] = np.arange(n)
+        sink = self._sink
+        if not len(cleared):  # fires only: handed over in one call
+            r = fired[_pop_order(resolved, table.owner[fired], fire_at[fired], np.zeros(len(fired), np.int8))]
+            sink.fire_sessions([resolved[i][0] for i in table.owner[r].tolist()], table.rows[r, 0].tolist(),
+                               ends[r].tolist(), self._cells.function.unpack(table.rows[r, 2:]))
+            return
         rows = np.concatenate((fired, cleared))
         kinds = np.concatenate((np.zeros(len(fired), np.int8), np.ones(len(cleared), np.int8)))
-        times = np.concatenate((fire_at[fired], cleanup[cleared]))
-        order = np.lexsort((kinds, rank[table.owner[rows]], times)).tolist()
+        order = _pop_order(resolved, table.owner[rows], np.concatenate((fire_at[fired], cleanup[cleared])), kinds).tolist()
         accs = self._cells.function.unpack(table.rows[fired, 2:])
         rows_l, kinds_l, owner = rows.tolist(), kinds.tolist(), table.owner.tolist()
         starts, ends_l = table.rows[:, 0].tolist(), ends.tolist()
-        sink = self._sink
         for a in order:
             r = rows_l[a]
             key, window = resolved[owner[r]][0], TimeWindow(starts[r], ends_l[r])
@@ -432,6 +431,21 @@ class SessionEngine:
                 sink.fire_session(key, window, accs[a])
             else:
                 sink.clear_session(key, window)
+
+
+def _pop_order(resolved: list, owner: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """Positions of due actions (of keys ``resolved[owner]``) in the order one-by-one processing takes
+    them: timers by time, then key group and key bytes (the timer queue's order), a key's fire before
+    its cleanup."""
+    who = owner.tolist()
+    table = pa.table({"t": times, "g": np.fromiter((resolved[i][1] for i in who), np.int64, len(who)),
+                      "b": pa.array([resolved[i][2] for i in who], pa.binary()), "k": kinds})
+    return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
+                                   ("k", "ascending")]).to_numpy()
+
+
+def _or_no_timer(timer: int | None) -> int:
+    return NO_TIMER if timer is None else timer
 
 
 def _start(session: list) -> int:

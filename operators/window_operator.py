@@ -27,7 +27,7 @@ from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAss
 from .batching import group_by_key
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
-from .functions import ProcessWindowFunction
+from .functions import ProcessWindowFunction, WindowRowsFunction, window_rows
 from .invalid import InvalidRecord, error
 from .merging_window_set import MergingWindowSet
 from .session_engine import SESSIONS_STATE, SessionEngine, SessionSink
@@ -205,6 +205,17 @@ class WindowOperator(KeyedOperator, SessionSink):
         else:
             self._backend.set_current_key(key)
             self._process(self.window_function, window, [data], window.max_timestamp())
+
+    def fire_sessions(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
+        wf = self.window_function
+        if wf is not None and not isinstance(wf, WindowRowsFunction):
+            for key, start, end, acc in zip(keys, starts, ends, accumulators):
+                self.fire_session(key, TimeWindow(start, end), acc)
+            return
+        self.metrics["windows_fired"] += len(keys)
+        data = list(map(self.function.get_result, accumulators)) if self.kind == _AGGREGATE else accumulators
+        values = data if wf is None else window_rows(wf, keys, starts, ends, data)
+        self._output.collect_many(values, [end - 1 for end in ends])  # each window's max_timestamp()
 
     def clear_session(self, key: Any, window: TimeWindow) -> None:
         self._backend.set_current_key(key)

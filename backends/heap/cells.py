@@ -61,6 +61,13 @@ class HeapValueState(HeapCellState, ValueState):
 
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
         ns, table, dirty = self._ns, self._table, self._dirty
+        if self._ttl is None and len(keys) == len(values):
+            types = set(map(type, values))
+            if types <= self._trusted and int not in types:  # no clears, nothing to check: one dict update
+                cks = [(k[0] if type(k[0]) in PLAIN_KEY_TYPES else key_identity(k[0]), ns) for k in keys]
+                table.update(zip(cks, values))
+                dirty.update(cks)
+                return
         for k, value in zip(keys, values, strict=True):
             ck = (key_identity(k[0]), ns)
             if value is not None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ..checkpoint import JobRecord
 from ..durations import to_millis
-from ..operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
+from ..operators import EventTimeSessionWindows, WindowOperator, WindowRowsFunction
 from ..spark import RunSummary, run_keyed
 from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
@@ -58,13 +58,11 @@ def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
     return version + 1, {**earlier, version: before}
 
 
-class SessionRows(ProcessWindowFunction):
+class SessionRows(WindowRowsFunction):
     """Emits ``(key, start, end, *aggregates)`` per fired session."""
 
-    def process(self, key: Any, context: Any, elements: Iterable[tuple]) -> Iterable[tuple]:
-        w = context.window
-        for result in elements:
-            yield (key, w.start, w.end, *result)
+    def rows(self, keys: list, starts: list, ends: list, results: list) -> list[tuple]:
+        return [(k, s, e, *r) for k, s, e, r in zip(keys, starts, ends, results)]
 
 
 def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap: int | str = "30s",

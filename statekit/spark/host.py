@@ -32,6 +32,7 @@ import traceback
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
+from ..operators import gc_paused
 from .plan import EpochPlan, JobPlan
 from .slots import Commit, LocalRun, Processed, close_all
 from .worker_signals import ignore_interrupts
@@ -198,7 +199,8 @@ def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
             client, _ = server.accept()
             conn = Connection(client.detach())
             try:
-                _serve_task(conn)
+                with gc_paused():  # no collections mid-task; the task's garbage is collected after its reply
+                    _serve_task(conn)
             except (EOFError, OSError):
                 pass  # the worker went away before sending its task
             finally:

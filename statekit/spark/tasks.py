@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator
 
 from ..checkpoint import Storage
 from ..keygroups import key_groups_for_partition
+from ..operators import gc_paused
 from .errors import InjectedFault
 from .host import HostedRun, executor_pid
 from .plan import EpochPlan, JobPlan
@@ -78,12 +79,13 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     t1 = time.perf_counter()
     run = HostedRun(job, epoch, index, kgs) if job.state_host == "process" else LocalRun(job, epoch, index)
     try:
-        done = run.process(valid)
-        t2 = time.perf_counter()
-        _maybe_fail(job, epoch.epoch, index, "before-commit")
-        timestamps = valid.column(TS)
-        max_ts = timestamps[-1].as_py() if len(timestamps) else None
-        committed = run.commit(max_ts)
+        with gc_paused():  # no collections mid-epoch (in the snapshot either); one at its end
+            done = run.process(valid)
+            t2 = time.perf_counter()
+            _maybe_fail(job, epoch.epoch, index, "before-commit")
+            timestamps = valid.column(TS)
+            max_ts = timestamps[-1].as_py() if len(timestamps) else None
+            committed = run.commit(max_ts)
     except BaseException:
         run.abort()
         raise

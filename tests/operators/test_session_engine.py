@@ -23,6 +23,8 @@ from statekit.operators import EventTimeSessionWindows, WindowOperator, session_
 from statekit.operators.columns import factorize, session_runs
 from statekit.operators.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
+from statekit.jobs.sessionize import SessionRows
+from statekit.operators import WindowRowsFunction
 from tests.operators_support import Concat, KeyedWindowResult, fresh_stretch
 
 GAP = 10
@@ -57,7 +59,10 @@ FUNCTIONS = {
     # the same aggregates on rows whose float never is -0.0: the accumulators pack and merge packed,
     # so fast keys take the vectorized path (operators.packed_sessions.merged) and due keys _advance_packed
     "packed": lambda: (RowAggregate(WIDE), None),
+    # and with a WindowRowsFunction: due keys' fired sessions go to it in one rows() call per watermark
+    "packed-rows": lambda: (RowAggregate(WIDE), SessionRows()),
 }
+PACKED = ("packed", "packed-rows")
 
 
 def operator(function: str, lateness: int, reference: bool) -> WindowOperator:
@@ -83,7 +88,7 @@ def value_of(function: str, key: object, n: int, values: tuple) -> object:
     """A record's value for ``function``: a row for RowAggregate, a string for the order-revealing ones."""
     if function in ("row-aggregate", "window-function"):
         return (key, *values)
-    if function == "packed":
+    if function in PACKED:
         nullable, plain, real = values
         return (key, nullable, plain, 0.5 if real == 0 and math.copysign(1, real) < 0 else real)
     return f"{values[1]};"
@@ -92,8 +97,9 @@ def value_of(function: str, key: object, n: int, values: tuple) -> object:
 def spy_packed_paths(monkeypatch) -> dict[str, int]:
     """Count the engine's vectorized merges that merged (``merged`` not None), those that merged runs into
     stored sessions or into each other (fewer sessions out than in), and its packed watermarks."""
-    calls = {"merged": 0, "merged_into_stored": 0, "advance_packed": 0}
+    calls = {"merged": 0, "merged_into_stored": 0, "advance_packed": 0, "fire_sessions": 0}
     real_merged, real_advance = session_engine.merged, SessionEngine._advance_packed
+    real_fire = WindowOperator.fire_sessions
 
     def merged(table, run_owner, *args, **kwargs):
         result = real_merged(table, run_owner, *args, **kwargs)
@@ -106,8 +112,13 @@ def spy_packed_paths(monkeypatch) -> dict[str, int]:
         calls["advance_packed"] += 1
         return real_advance(self, *args, **kwargs)
 
+    def fire_sessions(self, keys, *args):
+        calls["fire_sessions"] += len(keys) > 0
+        return real_fire(self, keys, *args)
+
     monkeypatch.setattr(session_engine, "merged", merged)
     monkeypatch.setattr(SessionEngine, "_advance_packed", advance_packed)
+    monkeypatch.setattr(WindowOperator, "fire_sessions", fire_sessions)
     return calls
 
 
@@ -124,7 +135,7 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
     engine = harness(operator(function, lateness, False), backend_name, tmp_path, "engine")
     reference = harness(operator(function, lateness, True), backend_name, tmp_path, "reference")
     assert engine.operator._sessions is not None and reference.operator._sessions is None
-    as_columns = function in ("row-aggregate", "window-function", "packed")
+    as_columns = function in ("row-aggregate", "window-function", *PACKED)
     calls = spy_packed_paths(monkeypatch)
     packed_cells = 0
     examples = itertools.count()
@@ -154,7 +165,7 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
             assert repr(engine.output()) == repr(reference.output())
             assert repr(engine.side_output("late")) == repr(reference.side_output("late"))
             assert engine.metrics == reference.metrics
-            if function == "packed":  # every stored cell is packed (ints and float halves always pack)
+            if function in PACKED:  # every stored cell is packed (ints and float halves always pack)
                 cells = [c for c in stored_cells(engine, [(n, k) for k in KEY_VALUES]) if c is not None]
                 assert all(type(c) is bytes for c in cells), [c for c in cells if type(c) is not bytes]
                 packed_cells += len(cells)
@@ -164,7 +175,7 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
         assert engine.num_entries() == reference.num_entries() == 0
 
     check()
-    if function == "packed":  # the vectorized paths ran (not only their per-key fallbacks)
+    if function in PACKED:  # the vectorized paths ran (not only their per-key fallbacks)
         assert min(calls.values()) > 0 and packed_cells > 0, (calls, packed_cells)
     engine.close()
     reference.close()
@@ -267,3 +278,19 @@ def test_a_checkpoint_of_one_layout_is_refused_by_the_other():
     assert not carried and len(refused) == 1 and "state layout" in refused[0]
     assert '"sessions-per-key"' in refused[0] and '"window-namespaces"' in refused[0]
 
+
+
+class Twice(WindowRowsFunction):
+    def rows(self, keys, starts, ends, results):
+        return [(k, s, e) for k, s, e in zip(keys, starts, ends)] * 2
+
+
+@pytest.mark.parametrize("session_engine_on", [True, False])
+def test_a_window_rows_function_must_make_one_output_per_window(tmp_path, session_engine_on):
+    op = WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate([("count", None)]),
+                        window_function=Twice(), session_engine=session_engine_on)
+    h = harness(op, "heap", tmp_path, "h")
+    h.process_columns(["a", "b"], np.array([1, 2], np.int64), [[1, 2]])
+    with pytest.raises(TypeError, match=r"Twice.rows made (4 outputs for 2|2 outputs for 1) windows: a "
+                                        r"WindowRowsFunction makes one output per window"):
+        h.process_watermark(100)
