@@ -347,9 +347,11 @@ class SessionEngine:
         add = np.flatnonzero(changed & (timers != NO_TIMER))
         self._state.update_internal_many(scopes, values)
         if len(drop):
-            self._timers.delete_event_time_timers([scopes[i] for i in drop.tolist()], None, olds[drop].tolist())
+            self._timers.delete_event_time_timers([scopes[i] for i in drop.tolist()], None, olds[drop].tolist(),
+                                                  present=True)  # a key's one timer, as its cell records it
         if len(add):
-            self._timers.register_event_time_timers([scopes[i] for i in add.tolist()], None, timers[add].tolist())
+            self._timers.register_event_time_timers([scopes[i] for i in add.tolist()], None, timers[add].tolist(),
+                                                    fresh=True)  # the key's only timer, unlike the one it replaces
 
     # -- a watermark ---------------------------------------------------------------------------
     def advance(self, watermark: int) -> None:

@@ -88,13 +88,15 @@ class TimerQueue(ABC):
     def poll(self) -> Timer | None:
         """Remove and return the earliest timer, or None."""
 
-    def add_many(self, sort_keys: Sequence[bytes], timers: Sequence[Timer]) -> None:
-        """``add`` of each (sort key, timer) pair."""
+    def add_many(self, sort_keys: Sequence[bytes], timers: Sequence[Timer], *, fresh: bool = False) -> None:
+        """``add`` of each (sort key, timer) pair; ``fresh``: the caller knows none of them is present (a
+        queue may skip its existence checks; a present one would then be counted twice)."""
         for sort_key, timer in zip(sort_keys, timers, strict=True):
             self.add(sort_key, timer)
 
-    def remove_many(self, sort_keys: Sequence[bytes]) -> None:
-        """``remove`` of each sort key."""
+    def remove_many(self, sort_keys: Sequence[bytes], *, present: bool = False) -> None:
+        """``remove`` of each sort key; ``present``: the caller knows each of them is present (a queue may
+        skip its existence checks; an absent one would then be counted as removed)."""
         for sort_key in sort_keys:
             self.remove(sort_key)
 
@@ -182,14 +184,18 @@ class InternalTimerService:
             raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {bad!r}")
         return timer_sort_keys(timestamps, [k[1] for k in keys], [k[2] for k in keys], nsb)
 
-    def register_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> None:
-        """``register_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call."""
+    def register_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int], *,
+                                   fresh: bool = False) -> None:
+        """``register_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call;
+        ``fresh``: the caller knows none of them is registered (``TimerQueue.add_many``)."""
         timers = [Timer(ts, k[0], namespace) for k, ts in zip(keys, timestamps)]
-        self._event.add_many(self._sort_keys(keys, namespace, timestamps), timers)
+        self._event.add_many(self._sort_keys(keys, namespace, timestamps), timers, fresh=fresh)
 
-    def delete_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> None:
-        """``delete_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call."""
-        self._event.remove_many(self._sort_keys(keys, namespace, timestamps))
+    def delete_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int], *,
+                                 present: bool = False) -> None:
+        """``delete_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call;
+        ``present``: the caller knows each of them is registered (``TimerQueue.remove_many``)."""
+        self._event.remove_many(self._sort_keys(keys, namespace, timestamps), present=present)
 
     def take_due_event_time(self, watermark: int) -> list[Timer]:
         """Set the watermark and remove every event-time timer due at it, returning them in firing

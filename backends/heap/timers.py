@@ -44,14 +44,14 @@ class HeapTimerQueue(TimerQueue):
             self._heap = list(self._index)
             heapify(self._heap)
 
-    def add_many(self, sort_keys, timers) -> None:
+    def add_many(self, sort_keys, timers, *, fresh: bool = False) -> None:  # membership is a dict lookup
         index, changes, heap = self._index, self._changes, self._heap
         for sort_key, timer in zip(sort_keys, timers, strict=True):
             if sort_key not in index:
                 index[sort_key] = changes[sort_key] = timer
                 heappush(heap, sort_key)
 
-    def remove_many(self, sort_keys) -> None:
+    def remove_many(self, sort_keys, *, present: bool = False) -> None:
         index, changes = self._index, self._changes
         for sort_key in sort_keys:
             if index.pop(sort_key, None) is not None:

@@ -12,7 +12,7 @@ tombstones of already fired timers are never scanned again. Writes go straight t
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from statekit import Timer, TimerQueue, decode_timer
 
@@ -98,6 +98,34 @@ class RocksDBTimerQueue(TimerQueue):
         self._db.delete(sort_key)
         self._size -= 1
         return True
+
+    def add_many(self, sort_keys: Sequence[bytes], timers: Sequence[Timer], *, fresh: bool = False) -> None:
+        """Fresh timers past the cache are written without the point read that ``add`` checks with."""
+        if not fresh:
+            super().add_many(sort_keys, timers)
+            return
+        put, added = self._db.put, 0
+        for sort_key, timer in zip(sort_keys, timers, strict=True):
+            if self._covers(sort_key):
+                self.add(sort_key, timer)  # the cache knows what it holds
+            else:
+                put(sort_key, b"")
+                added += 1
+        self._size += added
+
+    def remove_many(self, sort_keys: Sequence[bytes], *, present: bool = False) -> None:
+        """Present timers past the cache are deleted without the point read that ``remove`` checks with."""
+        if not present:
+            super().remove_many(sort_keys)
+            return
+        delete, removed = self._db.delete, 0
+        for sort_key in sort_keys:
+            if self._covers(sort_key):
+                self.remove(sort_key)
+            else:
+                delete(sort_key)
+                removed += 1
+        self._size -= removed
 
     def peek(self) -> Timer | None:
         keys = self._keys

@@ -12,7 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from ..keygroups import fmix32, key_group_for, partition_for_key_group
+import numpy as np
+
+from ..errors import SerializationError
+from ..keygroups import fmix32, key_group_for, key_groups_for_bytes, partition_for_key_group
+from ..serialization import KEY_SERIALIZER
 from .worker_signals import ignore_interrupts
 
 TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
@@ -94,7 +98,7 @@ class Router:
             else:
                 why = why_key or why_time or [None] * n
             yield pa.RecordBatch.from_arrays(
-                [*batch.columns, ts, pa.array(parts, pa.int32()), pa.array([self.routing[p] for p in parts], pa.int32()),
+                [*batch.columns, ts, pa.array(parts, pa.int32()), pa.array(np.asarray(self.routing, np.int32)[parts]),
                  pa.array(range(seq, seq + n), pa.int64()), pa.array(why, pa.string()),
                  pa.nulls(n, pa.int32())], schema=schema)
             seq += n
@@ -104,7 +108,7 @@ class Router:
              pa.array(range(P), pa.int32()), pa.array(self.routing, pa.int32()), pa.nulls(P, pa.int64()),
              pa.nulls(P, pa.string()), pa.array([split] * P, pa.int32())], schema=schema)
 
-    def _partitions(self, keys: Any) -> tuple[list[int], list[str | None]]:
+    def _partitions(self, keys: Any) -> tuple[np.ndarray, list[str | None]]:
         """Partition of each row's key (0 for invalid keys) and the reasons (empty list: all valid)."""
         import pyarrow as pa
 
@@ -112,15 +116,38 @@ class Router:
             encoded = keys.dictionary_encode()
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
             encoded = None
-        if encoded is not None:
-            distinct = [self._route(k) for k in encoded.dictionary.to_pylist()]
-            null = (0, "null key")
-            routed = [distinct[i] if i is not None else null for i in encoded.indices.to_pylist()]
-        else:
+        if encoded is None:
             routed = [self._route(k) for k in keys.to_pylist()]
-        parts = [p for p, _ in routed]
+        else:
+            indices, null = encoded.indices, (0, "null key")
+            parts = self._plain_partitions(encoded.dictionary)
+            if parts is not None:  # str or int keys, all valid: routed in bulk
+                if not indices.null_count:
+                    return parts[indices.to_numpy()], []
+                at = indices.to_numpy(zero_copy_only=False)  # nulls come as NaN
+                valid = ~np.isnan(at)
+                rows = np.zeros(len(at), np.int64)
+                rows[valid] = parts[at[valid].astype(np.int64)]
+                return rows, [None if ok else null[1] for ok in valid.tolist()]
+            distinct = [self._route(k) for k in encoded.dictionary.to_pylist()]
+            routed = [distinct[i] if i is not None else null for i in indices.to_pylist()]
         reasons = [r for _, r in routed]
-        return parts, (reasons if any(r is not None for r in reasons) else [])
+        return np.array([p for p, _ in routed], np.int64), (reasons if any(r is not None for r in reasons) else [])
+
+    def _plain_partitions(self, distinct: Any) -> np.ndarray | None:
+        """The partitions of distinct str or int keys, their key groups computed together; None for keys
+        of other types, or any that cannot be serialized (they are routed one by one, with reasons)."""
+        import pyarrow as pa
+
+        t = distinct.type
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)):
+            return None
+        try:
+            kbs = list(map(KEY_SERIALIZER.dumps, distinct.to_pylist()))
+        except SerializationError:
+            return None
+        kgs = key_groups_for_bytes(kbs, self.max_parallelism)
+        return partition_for_key_group(kgs, self.partitions, self.max_parallelism)
 
     def _route(self, key: Any) -> tuple[int, str | None]:
         reason = key_problem(key)

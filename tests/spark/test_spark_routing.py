@@ -7,6 +7,7 @@ import math
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from statekit.keygroups import key_group_for, partition_for_key_group
 from statekit.spark.records import TIME_BOUND, Router, routing_values, spark_hash_partition
@@ -49,6 +50,18 @@ def test_keys_route_to_their_key_group_partition_and_bad_keys_get_reasons():
     parts, why = r._partitions(pa.array([[1, 2], None], pa.list_(pa.int64())))  # per-row fallback
     assert why == ["unhashable key", "null key"]
     assert r._partitions(pa.array([1, 2, 3]))[1] == []  # all valid: no reasons list
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=st.one_of(st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), max_size=40),
+                      st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=40)),
+       partitions=st.integers(1, 7))
+def test_str_and_int_keys_routed_in_bulk_equal_one_at_a_time(keys, partitions):
+    r = router(partitions=partitions)
+    parts, why = r._partitions(pa.array(keys))
+    one_by_one = [r._route(k) if k is not None else (0, "null key") for k in keys]
+    assert parts.tolist() == [p for p, _ in one_by_one]
+    assert why == ([w for _, w in one_by_one] if None in keys else [])
 
 
 def test_integer_times_are_checked_vectorized_and_limited():

@@ -526,3 +526,39 @@ def test_corrupt_database_is_a_clear_error(make, tmp_path):
     with pytest.raises(StateError, match="corrupt") as err:
         make(path)
     assert str(path) in str(err.value)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.lists(st.tuples(st.sampled_from(["a", "b", "c", 7]), st.integers(-20, 20)), max_size=10),
+                    max_size=8),
+       watermark=st.integers(-25, 25))
+def test_fresh_and_present_timers_past_the_cache_skip_their_reads(make, ops, watermark):
+    """Bulk timers promised fresh (none registered) or present (all registered), with a cache of two
+    timers: past the cache they cost no point read, and the queue equals one registered call per key."""
+    many, one = make(timer_cache_size=2), make(timer_cache_size=2)
+    tm, t1 = many.timer_service("t", Noop()), one.timer_service("t", Noop())
+    queue = tm.queues()[0][1]
+    for pairs in ops:
+        pairs = list(dict.fromkeys(pairs))
+        existing = {(t.key, t.timestamp) for t in t1.event_time_timers()}
+        fresh, present = [p for p in pairs if p not in existing], [p for p in pairs if p in existing]
+        spy = Counting(queue._db)
+        queue._db = spy
+        resolved, _ = many.resolve_keys([k for k, _ in present])
+        tm.delete_event_time_timers(resolved, None, [t for _, t in present], present=True)
+        resolved, _ = many.resolve_keys([k for k, _ in fresh])
+        tm.register_event_time_timers(resolved, None, [t for _, t in fresh], fresh=True)
+        queue._db = spy.inner
+        assert "get" not in spy.calls
+        for k, t in present:
+            one.set_current_key(k)
+            t1.delete_event_time_timer(None, t)
+        for k, t in fresh:
+            one.set_current_key(k)
+            t1.register_event_time_timer(None, t)
+        assert list(tm.event_time_timers()) == list(t1.event_time_timers())
+        assert len(queue) == len(t1.queues()[0][1])
+    assert tm.take_due_event_time(watermark) == t1.take_due_event_time(watermark)
+    assert list(tm.event_time_timers()) == list(t1.event_time_timers())
+    many.close()
+    one.close()
