@@ -162,18 +162,27 @@ class KeyedStateBackend(ABC):
             for old in list(islice(cache, len(cache) - _KEY_CACHE_LIMIT + _KEY_CACHE_LIMIT // 4)):
                 del cache[old]
 
-    def _resolve_plain(self, keys: list) -> list[tuple[int, bytes, tuple, type]]:
-        """``_resolve_key`` of many new str, int or bytes keys (their own identities) at once: serialized
-        one by one, their key groups computed together (InvalidKeyError: an int beyond 64 bits)."""
+    def _plain_scopes(self, keys: Sequence[Any]) -> tuple[list[int], list[bytes]] | None:
+        """Key groups and bytes of str, int or bytes keys (their own identities): serialized one by one in
+        C, hashed together in numpy; None when one cannot be serialized (an int beyond 64 bits). A key
+        outside this backend's key groups raises KeyGroupError, as ``set_current_key`` does."""
         try:
             kbs = list(map(KEY_SERIALIZER.dumps, keys))
         except SerializationError:
-            return [self._key_entry(key) for key in keys]  # raises for the first key that cannot be serialized
+            return None
         kgs = key_groups_for_bytes(kbs, self.max_parallelism)
         outside = np.flatnonzero((kgs < self.key_groups.start) | (kgs >= self.key_groups.stop))
         if len(outside):
             self._resolve_key(keys[outside[0]], keys[outside[0]])  # raises KeyGroupError naming it
-        entries = [(kg, kb, (key, None), type(key)) for key, kg, kb in zip(keys, kgs.tolist(), kbs)]
+        return kgs.tolist(), kbs
+
+    def _resolve_plain(self, keys: list) -> list[tuple[int, bytes, tuple, type]]:
+        """``_resolve_key`` of many new plain keys at once, remembered in the key cache (InvalidKeyError:
+        an int beyond 64 bits)."""
+        scopes = self._plain_scopes(keys)
+        if scopes is None:
+            return [self._key_entry(key) for key in keys]  # raises for the first key that cannot be serialized
+        entries = [(kg, kb, (key, None), type(key)) for key, kg, kb in zip(keys, *scopes)]
         self._remember(dict(zip(keys, entries)))
         return entries
 
@@ -181,6 +190,10 @@ class KeyedStateBackend(ABC):
         """Each key with its key group and bytes, for batched state and timer calls (the current key is
         left as it is); a key ``set_current_key`` would refuse is None here, its error under its index.
         A key outside this backend's key groups raises KeyGroupError, as ``set_current_key`` does."""
+        if set(map(type, keys)) <= _PLAIN_KEYS:  # all their own identities: computed in bulk, not looked up
+            scopes = self._plain_scopes(keys)
+            if scopes is not None:
+                return list(zip(keys, *scopes)), {}
         cache = self._key_cache
         resolved: list[ResolvedKey | None] = [None] * len(keys)
         refused: dict[int, InvalidKeyError] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Sequence
 
 from statekit import PLAIN_KEY_TYPES, key_identity, detached, AggregatingState, ReducingState, ValueState, ResolvedKey
@@ -52,19 +53,24 @@ class HeapValueState(HeapCellState, ValueState):
         self._dirty.add(ck)
 
     def get_internal_many(self, keys: Sequence[ResolvedKey]) -> list:
-        ns, default = self._ns, self._default
         if self._ttl is None:
-            get = self._table.get
-            return [get((k[0] if type(k[0]) in PLAIN_KEY_TYPES else key_identity(k[0]), ns), default) for k in keys]
-        visible = self._visible
-        return [visible((key_identity(k[0]), ns), default) for k in keys]
+            return list(map(self._table.get, self._cell_keys(keys), repeat(self._default, len(keys))))
+        visible, default = self._visible, self._default
+        return [visible(ck, default) for ck in self._cell_keys(keys)]
+
+    def _cell_keys(self, keys: Sequence[ResolvedKey]) -> list[tuple]:
+        """The dict keys of the cells of ``keys`` in the current namespace."""
+        ns, idents = self._ns, [k[0] for k in keys]
+        if not set(map(type, idents)) <= PLAIN_KEY_TYPES:  # plain keys are their own identities
+            idents = list(map(key_identity, idents))
+        return list(zip(idents, repeat(ns, len(idents))))
 
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
         ns, table, dirty = self._ns, self._table, self._dirty
         if self._ttl is None and len(keys) == len(values):
             types = set(map(type, values))
             if types <= self._trusted and int not in types:  # no clears, nothing to check: one dict update
-                cks = [(k[0] if type(k[0]) in PLAIN_KEY_TYPES else key_identity(k[0]), ns) for k in keys]
+                cks = self._cell_keys(keys)
                 table.update(zip(cks, values))
                 dirty.update(cks)
                 return
