@@ -18,7 +18,7 @@ from .config import OptionSpec, StateConfig
 from .descriptors import StateDescriptor
 from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
 from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity
-from .keygroups import key_group_for_bytes, key_groups_for_bytes
+from .keygroups import key_group_for_bytes, key_groups_and_bytes, key_groups_for_bytes
 from .migration import cell_migration
 from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER
@@ -167,10 +167,9 @@ class KeyedStateBackend(ABC):
         C, hashed together in numpy; None when one cannot be serialized (an int beyond 64 bits). A key
         outside this backend's key groups raises KeyGroupError, as ``set_current_key`` does."""
         try:
-            kbs = list(map(KEY_SERIALIZER.dumps, keys))
+            kgs, kbs = key_groups_and_bytes(keys, self.max_parallelism)
         except SerializationError:
             return None
-        kgs = key_groups_for_bytes(kbs, self.max_parallelism)
         outside = np.flatnonzero((kgs < self.key_groups.start) | (kgs >= self.key_groups.stop))
         if len(outside):
             self._resolve_key(keys[outside[0]], keys[outside[0]])  # raises KeyGroupError naming it

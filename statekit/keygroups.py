@@ -48,6 +48,13 @@ def key_groups_for_bytes(keys_bytes: Sequence[bytes], max_parallelism: int) -> n
     return (h % np.uint64(max_parallelism)).astype(np.int64)
 
 
+def key_groups_and_bytes(keys: Sequence[object], max_parallelism: int) -> tuple[np.ndarray, list[bytes]]:
+    """Key groups and serialized bytes of many keys: serialized one by one in C, hashed together
+    (SerializationError for a key that cannot be serialized)."""
+    kbs = list(map(KEY_SERIALIZER.dumps, keys))
+    return key_groups_for_bytes(kbs, max_parallelism), kbs
+
+
 def key_group_for(key: object, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
     """Key group of ``key`` in ``[0, max_parallelism)``."""
     return stable_hash(KEY_SERIALIZER.dumps(key)) % max_parallelism

@@ -273,6 +273,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     if state_host not in STATE_HOSTS:
         raise ValueError(f"spark.statekit.state_host={state_host!r}: expected one of {', '.join(STATE_HOSTS)}")
     host_idle_ms = to_millis(settings.get("host_idle_timeout", DEFAULT_HOST_IDLE_TIMEOUT), "spark.statekit.host_idle_timeout")
+    if host_idle_ms <= 0:
+        raise ValueError(f"spark.statekit.host_idle_timeout={settings['host_idle_timeout']!r}: expected a duration > 0")
     if isinstance(result_schema, str):
         result_schema = _parse_datatype_string(result_schema)
     if not isinstance(result_schema, StructType):

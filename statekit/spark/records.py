@@ -15,8 +15,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from ..errors import SerializationError
-from ..keygroups import fmix32, key_group_for, key_groups_for_bytes, partition_for_key_group
-from ..serialization import KEY_SERIALIZER
+from ..keygroups import fmix32, key_group_for, key_groups_and_bytes, partition_for_key_group
 from .worker_signals import ignore_interrupts
 
 TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
@@ -143,10 +142,9 @@ class Router:
         if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)):
             return None
         try:
-            kbs = list(map(KEY_SERIALIZER.dumps, distinct.to_pylist()))
+            kgs, _ = key_groups_and_bytes(distinct.to_pylist(), self.max_parallelism)
         except SerializationError:
             return None
-        kgs = key_groups_for_bytes(kbs, self.max_parallelism)
         return partition_for_key_group(kgs, self.partitions, self.max_parallelism)
 
     def _route(self, key: Any) -> tuple[int, str | None]:

@@ -107,6 +107,16 @@ def test_an_unknown_state_host_is_refused(spark, sample, tmp_path):
         spark.conf.unset("spark.statekit.state_host")
 
 
+@pytest.mark.parametrize("timeout", ["0s", "-5s", "soon"])
+def test_a_host_idle_timeout_that_is_not_a_positive_duration_is_refused(spark, sample, tmp_path, timeout):
+    spark.conf.set("spark.statekit.host_idle_timeout", timeout)
+    try:
+        with pytest.raises(ValueError, match="spark.statekit.host_idle_timeout"):
+            run(spark, sample, tmp_path / "out", "heap")
+    finally:
+        spark.conf.set("spark.statekit.host_idle_timeout", "20s")  # the shared session's setting
+
+
 def _start(sock: str, executor: int, idle_seconds: float) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", host._MAIN, sock, str(executor), str(idle_seconds)])
     deadline = time.monotonic() + 60
