@@ -392,12 +392,8 @@ class KeyedStateBackend(ABC):
         when the state's TTL config says ``cleanup_in_snapshot``)."""
         self.flush()
         states = {}
-        for name, st in self._states.items():
-            d = self._descriptors[name]
-            ttl = d.ttl_config
-            if ttl is not None and ttl.cleanup_in_snapshot:
-                st._cleanup_expired(1 << 62)
-            states[name] = {"kind": d.kind, "ttl": ttl is not None, "version": d.version,
+        for name, d, st in self._states_to_snapshot():
+            states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "version": d.version,
                             "entries": [list(e) for e in st._export()]}
         for name, p in self._pending.items():
             states[name] = p
@@ -411,6 +407,16 @@ class KeyedStateBackend(ABC):
             }
         return {"format": SNAPSHOT_FORMAT, "backend": self.name, "max_parallelism": self.max_parallelism,
                 "key_groups": [self.key_groups.start, self.key_groups.stop], "states": states, "timers": timers}
+
+    def _states_to_snapshot(self) -> Iterator[tuple[str, StateDescriptor, InternalKeyedState]]:
+        """Each registered state with its descriptor, TTL-expired cells dropped first where the state's
+        TTL config says ``cleanup_in_snapshot``."""
+        for name, st in self._states.items():
+            d = self._descriptors[name]
+            ttl = d.ttl_config
+            if ttl is not None and ttl.cleanup_in_snapshot:
+                st._cleanup_expired(1 << 62)
+            yield name, d, st
 
     def restore_logical(self, snapshots: dict | Iterable[dict]) -> None:
         """Load one or several logical snapshots (several when rescaling), keeping only this

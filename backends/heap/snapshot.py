@@ -4,6 +4,11 @@ snapshot when there is no committed base, every ``full_every`` epochs, or once t
 accumulated since the last full one exceed ``max_changelog_fraction`` of the state's entries.
 Restore = the last full snapshot + the following deltas, applied in order.
 
+A full snapshot holds each state's cells and each timer queue's timers as columns (``COLUMNS``),
+built in C from the dicts, without key groups: a native snapshot restores only into the key groups
+that wrote it (rescaling reads it through a scratch backend), so they are computed on restore.
+Full snapshots of the earlier layout (an entry list per state, key groups included) still restore.
+
 TTL ``cleanup_in_snapshot`` applies to full snapshots only (as in Flink, where it does not apply
 to incremental checkpoints); expired cells still go through the incremental and on-access cleanup.
 """
@@ -15,10 +20,13 @@ from typing import Any, Callable, Iterator
 from statekit import (key_identity, key_of_identity, KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, Timer,
                       decode_timer)
 from statekit.backend import SNAPSHOT_FORMAT
+from statekit.keygroups import key_groups_and_bytes
 from statekit.payload import decode, encode
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
 
 _CHAIN_ROLES = ("full", "delta")
+COLUMNS = "columns"
+"""The ``layout`` of full snapshots written now."""
 
 DELETED = object()
 """Marks a cell deleted since the last ``take_changes``."""
@@ -66,6 +74,25 @@ def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
             for x in t[domain]["del"]:
                 cur[domain].pop(_timer_id(x), None)
             cur[domain].update((_timer_id(x), x) for x in t[domain]["add"])
+
+
+def _logical_full(full: dict) -> dict:
+    """A full snapshot as a logical one (states unpacked, entries with key groups, timer lists)."""
+    states = _unpack(full["states"])
+    if full.get("layout") != COLUMNS:
+        full["states"] = states
+        return full
+    mp = full["max_parallelism"]
+    for s in states.values():
+        keys = s.pop("keys")
+        groups = key_groups_and_bytes(keys, mp)[0].tolist() if keys else []
+        s["entries"] = list(map(list, zip(groups, keys, s.pop("namespaces"), s.pop("cells"))))
+    for t in full["timers"].values():
+        for domain in ("event", "processing"):
+            t[domain] = list(map(list, zip(*t[domain])))
+    full["states"] = states
+    del full["layout"]
+    return full
 
 
 class HeapSnapshots(IncrementalSnapshots):
@@ -121,7 +148,7 @@ class HeapSnapshots(IncrementalSnapshots):
             accumulated = base.snapshot.get("chain_changes", 0) + changed
             full = accumulated > writer.policy.max_changelog_fraction * max(1, self.num_entries())
         if full:
-            data = self.snapshot_logical()
+            data = self._full_columns()
             self._reset_changes()
             data["states"], state_bytes = _pack(data["states"])
             writer.write("full.skz", encode(data), "full")
@@ -134,6 +161,23 @@ class HeapSnapshots(IncrementalSnapshots):
         self._ckpt_clocks = self._clocks()
         return {"incremental": True, "chain_changes": accumulated, "chain_length": len(chain) + 1,
                 "state_bytes": state_bytes}
+
+    def _full_columns(self) -> dict:
+        """Every state's cells and every queue's timers as columns (``COLUMNS``)."""
+        states = {}
+        for name, d, st in self._states_to_snapshot():
+            keys, namespaces, cells = st._columns()
+            states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "version": d.version,
+                            "keys": keys, "namespaces": namespaces, "cells": cells}
+        for name, p in self._pending.items():
+            _, keys, namespaces, cells = map(list, zip(*p["entries"])) if p["entries"] else ([], [], [], [])
+            states[name] = {"kind": p["kind"], "ttl": p["ttl"], "version": p.get("version", 1),
+                            "keys": keys, "namespaces": namespaces, "cells": cells}
+        timers = {name: {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time(),
+                         **{domain: list(queue.columns()) for domain, queue in svc.queues()}}
+                  for name, svc in self._timer_services.items()}
+        return {"format": SNAPSHOT_FORMAT, "backend": self.name, "layout": COLUMNS, "max_parallelism": self.max_parallelism,
+                "key_groups": [self.key_groups.start, self.key_groups.stop], "states": states, "timers": timers}
 
     def _state_delta(self) -> dict:
         states: dict[str, dict] = {}
@@ -154,16 +198,15 @@ class HeapSnapshots(IncrementalSnapshots):
                             time_provider: Callable[[], int]) -> KeyedStateBackend:
         """A heap backend holding the manifest's state: its full snapshot plus the deltas after it."""
         chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
-        full = decode(reader.read(chain[0]))
+        full = _logical_full(decode(reader.read(chain[0])))
         backend = cls(config, key_groups, time_provider)
-        if len(chain) == 1:  # a full snapshot alone is a logical snapshot already
-            full["states"] = _unpack(full["states"])
+        if len(chain) == 1:  # a full snapshot alone is a logical snapshot
             backend.restore_logical(full)
             backend._reset_changes()
             return backend
         states = {name: {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1),
                          "cells": {_cell_id(e[1], e[2]): e for e in s["entries"]}}
-                  for name, s in _unpack(full["states"]).items()}
+                  for name, s in full["states"].items()}
         timers = {name: {"watermark": t["watermark"], "processing_time": t["processing_time"],
                          "event": {_timer_id(x): x for x in t["event"]},
                          "processing": {_timer_id(x): x for x in t["processing"]}}

@@ -121,10 +121,16 @@ class HeapState(InternalKeyedState, InternalKvState):
         return (cell[0], cell[1]) if self._ttl is not None else cell
 
     def _export(self) -> Iterator[tuple[int, Any, Any, Any]]:
-        cells = list(self._table.items())
-        keys = [key_of_identity(ident) for (ident, _), _ in cells]
-        for kg, key, ((_, ns), cell) in zip(self._backend.key_groups_of(keys), keys, cells):
-            yield kg, key, ns, self._cell_out(cell)
+        keys, namespaces, cells = self._columns()
+        return zip(self._backend.key_groups_of(keys), keys, namespaces, cells)
+
+    def _columns(self) -> tuple[list, list, list]:
+        """Every cell as three columns, built in C: keys, namespaces and cells as snapshots hold them."""
+        table = self._table
+        if not table:
+            return [], [], []
+        idents, namespaces = map(list, zip(*table))
+        return list(map(key_of_identity, idents)), namespaces, list(map(self._cell_out, table.values()))
 
     def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
         ck = (key_identity(key), namespace)

@@ -99,6 +99,11 @@ class HeapTimerQueue(TimerQueue):
         index = self._index
         return iter([index[k] for k in sorted(index)])
 
+    def columns(self) -> tuple[list, list, list]:
+        """Timestamps, keys and namespaces of every timer, in no particular order (a snapshot's)."""
+        timers = self._index.values()
+        return tuple(map(list, zip(*timers))) if timers else ([], [], [])
+
     def clear(self) -> None:
         for k in self._index:
             self._changes[k] = None

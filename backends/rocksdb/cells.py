@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from statekit import detached, AggregatingState, InternalMergingState, MsgpackSerializer, ReducingState, ResolvedKey, ValueState
 from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, MergingCellRules, NamespaceMerging, ReducingCellRules
@@ -39,14 +42,12 @@ class RocksDBCellState(RocksDBState, CellRules):
             cell = self._cache.hit(ck, _MISS)
             if cell is _MISS:
                 raw = self._db.get(ck)
-                cache = self._cache
                 if raw is None:
                     cell = ABSENT
-                    cache.put(ck, cell, 0)
+                    self._cache.put(ck, cell, 0)
                 else:
                     cell = self._decode(raw)
-                    cache.put(ck, cell, len(raw))
-                cache.trim()
+                    self._cache.put(ck, cell, len(raw))
         return cell
 
     def _decode(self, raw: bytes) -> Any:
@@ -59,19 +60,18 @@ class RocksDBCellState(RocksDBState, CellRules):
 
     def _write_overlay(self, batch: Any) -> None:
         h = self._cfh
-        cache = self._cache
         dumps = self._dumps
         ttl = self._ttl is not None
-        put = cache.put
+        sizes = []
         for ck, cell in self._ov.items():
             if cell is ABSENT:
                 batch.delete(ck, h)
-                put(ck, cell, 0)
+                sizes.append(0)
                 continue
             raw = stamp(cell[1]) + dumps(cell[0]) if ttl else dumps(cell)
             batch.put(ck, raw, h)
-            put(ck, cell, len(raw))
-        cache.trim()
+            sizes.append(len(raw))
+        self._cache.put_many(list(self._ov), list(self._ov.values()), sizes)
 
     def _cell_out(self, ck, entries):
         return self._value_out(entries[0][1])
@@ -126,30 +126,30 @@ class RocksDBValueState(RocksDBCellState, ValueState):
         if self._ttl is not None:
             visible = self._visible
             return [visible(ck, default) for ck in cks]
-        ov, cache = self._ov, self._cache
-        out: list = []
-        misses: list[int] = []
-        for ck in cks:
-            cell = ov.get(ck, _MISS)
-            if cell is _MISS:
-                cell = cache.hit(ck, _MISS)
-                if cell is _MISS:
-                    misses.append(len(out))
-            out.append(default if cell is ABSENT else cell)
-        if misses:
-            # one point lookup per miss: rocksdict's list multi-get measured slower than a loop of gets
-            get, loads, put = self._db.get, self._loads, cache.put
-            for i in misses:
-                ck = cks[i]
-                raw = get(ck)
-                if raw is None:
-                    put(ck, ABSENT, 0)
-                    out[i] = default
-                else:
-                    out[i] = cell = loads(raw)
-                    put(ck, cell, len(raw))
-            cache.trim()
-        return out
+        out = list(map(self._ov.get, cks, repeat(_MISS)))
+        unseen = [i for i, cell in enumerate(out) if cell is _MISS]
+        if unseen:
+            unseen_cks = [cks[i] for i in unseen]
+            for i, cell in zip(unseen, self._cache.hits(unseen_cks, _MISS)):
+                out[i] = cell
+            misses = [i for i in unseen if out[i] is _MISS]
+            if misses:
+                miss_cks = [cks[i] for i in misses]
+                raws = self._read(miss_cks)
+                loads = self._loads
+                cells = [ABSENT if raw is None else loads(raw) for raw in raws]
+                self._cache.put_many(miss_cks, cells, [0 if raw is None else len(raw) for raw in raws])
+                for i, cell in zip(misses, cells):
+                    out[i] = cell
+        return [default if cell is ABSENT else cell for cell in out]
+
+    def _read(self, cks: list[bytes]) -> list[bytes | None]:
+        """RocksDB's value (or None) of each cell key: one point lookup each, in key order (measured
+        twice as fast as random order at 500k keys; rocksdict's list multi-get is slower than both)."""
+        order = np.argsort(np.array(cks), kind="stable")  # only the order of the reads: trailing NULs do not matter
+        raws = np.empty(len(cks), object)
+        raws[order] = list(map(self._db.get, [cks[i] for i in order.tolist()]))
+        return raws.tolist()
 
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
         kgp, nsb, check, ov = self._kgp, self._nsb, self._check, self._ov

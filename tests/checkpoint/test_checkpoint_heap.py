@@ -120,3 +120,33 @@ def test_first_snapshot_after_a_native_restore_is_a_delta(tmp_path):
     v3 = r2.backend.get_state(ValueStateDescriptor("v"))
     r2.backend.set_current_key(3)
     assert v3.value() == "changed" and r2.backend.state_entry_counts() == {"v": 1000}
+
+
+def test_full_snapshots_of_the_entry_layout_still_restore(tmp_path, monkeypatch):
+    """Full snapshots are written as columns (no key groups); a checkpoint whose full snapshot has the
+    earlier layout (entries with key groups, timer lists) restores alone and under deltas, every state
+    kind and both timer domains included."""
+    from statekit.backends.heap import HeapSnapshots
+    from statekit.checkpoint.transfer import SnapshotReader
+    from statekit.payload import decode
+
+    store = CheckpointStore(str(tmp_path / "legacy"), full_every=10, max_changelog_fraction=5.0)
+    b = create_backend(HEAP, ALL)
+    job = Job(b, [])
+    job.run_epoch(0, 0.6)
+    with monkeypatch.context() as m:
+        m.setattr(HeapSnapshots, "_full_columns", lambda self: self.snapshot_logical())
+        legacy = store.commit("op", 0, b).manifest
+    committed = {0: normalized(b)}
+    job.run_epoch(1, 0.3)
+    assert store.commit("op", 1, b).manifest.snapshot["incremental"]
+    committed[1] = normalized(b)
+    new = CheckpointStore(str(tmp_path / "new")).commit("op", 1, b).manifest
+    b.close()
+    for epoch in (0, 1):
+        r = store.restore("op", HEAP, ALL, epoch=epoch)
+        assert normalized(r.backend) == committed[epoch]
+        r.backend.close()
+    layouts = [decode(SnapshotReader(s.storage, m).read(m.files_with_role("full")[0])).get("layout")
+               for s, m in ((store, legacy), (CheckpointStore(str(tmp_path / "new")), new))]
+    assert layouts == [None, "columns"]

@@ -424,15 +424,15 @@ def test_read_cache_is_bounded_by_serialized_bytes(make):
         v.update("s" * 1000 if i % 2 else big)
     b.flush()
     cache = v._cache
-    assert cache.bytes <= 64 << 10 and cache.bytes == sum(cache._sizes.values()) > 0
-    assert all(c != big for c in cache.values()) and len(cache) < 40
+    assert 0 < cache.bytes <= 64 << 10
+    assert all(c != big for c in cache.cells()) and len(cache) < 40
     for i in range(40):  # every value reads back, from the cache or from RocksDB
         b.set_current_key(i)
         assert v.value() == ("s" * 1000 if i % 2 else big)
     b.set_current_key(1)
     v.update(big)  # a cached cell that grows too large leaves the cache
     b.flush()
-    assert cache.bytes == sum(cache._sizes.values()) and big not in cache.values()
+    assert cache.bytes <= 64 << 10 and big not in cache.cells()
     assert v.value() == big
 
 
@@ -562,3 +562,26 @@ def test_fresh_and_present_timers_past_the_cache_skip_their_reads(make, ops, wat
     assert list(tm.event_time_timers()) == list(t1.event_time_timers())
     many.close()
     one.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(maxsize=st.integers(1, 8), max_bytes=st.integers(16, 400),
+       ops=st.lists(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 60)), max_size=10), max_size=25))
+def test_read_cache_keeps_its_bounds_and_never_serves_an_older_cell(maxsize, max_bytes, ops):
+    """Batches of distinct keys put with sizes: every hit is the newest cell put for its key, and the
+    entry and byte bounds always hold (cells above a sixteenth of the bytes are never cached)."""
+    from statekit.backends.rocksdb.read_cache import ReadCache
+    cache, newest, miss = ReadCache(maxsize, max_bytes), {}, object()
+    for version, batch in enumerate(ops):
+        batch = list(dict(batch).items())  # distinct keys
+        keys = [k.to_bytes(1, "big") for k, _ in batch]
+        cache.put_many(keys, [(version, k) for k in keys], [size for _, size in batch])
+        newest.update((k, (version, k)) for k in keys)
+        assert len(cache) <= maxsize and cache.bytes <= max_bytes
+        for (k, size), cell in zip(batch, cache.hits(keys, miss)):
+            kb = k.to_bytes(1, "big")
+            assert cell is miss or cell == newest[kb]
+            assert cell is miss or size <= max_bytes // 16
+        for k in range(13):
+            kb = k.to_bytes(1, "big")
+            assert cache.hit(kb, miss) in (miss, newest.get(kb, miss))
