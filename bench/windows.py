@@ -73,7 +73,7 @@ def run_operator(backend: str, n_events: int, n_keys: int) -> dict:
 
 
 PATHS = ("record path", "engine, records", "engine, columns")
-"""The generic record path (``session_engine=False``, one record at a time through MergingWindowSet),
+"""The generic record path (``columnar=False``, one record at a time through MergingWindowSet),
 and the session engine fed ``process_batch`` records or ``process_columns`` columns."""
 
 
@@ -95,7 +95,7 @@ def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
         b = create_backend(StateConfig(backend=backend, local_dir=tmp))
         out = Output()
         op = WindowOperator(EventTimeSessionWindows.with_gap(GAP_MS), function=RowAggregate([("sum", 2), ("count", None)]),
-                            session_engine=path != "record path")
+                            columnar=path != "record path")
         op.open(b, out)
         max_ts = -(1 << 62)
         t0 = time.perf_counter()

@@ -1,9 +1,10 @@
-"""An epoch's records as columns, cut with numpy into per-key runs for the session engine.
+"""An epoch's records as columns, cut with numpy into per-key runs for the window engines.
 
-A run is a stretch of one key's records in time order, consecutive timestamps at most ``gap``
-apart, whose first record is the only one that may touch a session stored before the epoch: all
-of a run's records land in one session, so its contents can be aggregated in one vectorized pass
-and the session bookkeeping costs per run, not per record.
+A session run is a stretch of one key's records in time order, consecutive timestamps at most
+``gap`` apart, whose first record is the only one that may touch a session stored before the epoch;
+an aligned run is one key's records of one aligned window, in arrival order. Either way all of a
+run's records land in one window, so its contents can be aggregated in one vectorized pass and the
+window bookkeeping costs per run, not per record.
 """
 
 from __future__ import annotations
@@ -81,6 +82,41 @@ def session_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, ga
     starts = np.flatnonzero(cut)
     ends = np.append(starts[1:], len(order))
     return Runs(c[starts].tolist(), t[starts].tolist(), t[ends - 1].tolist(), (ends - starts).tolist(), order, starts)
+
+
+@dataclass(slots=True)
+class AlignedRuns:
+    """Runs of (key, aligned window) in key order, then window start: ``codes[j]`` and ``windows[j]``
+    (the start) of run j; ``order`` lists the rows run by run, ``starts`` where each run begins in it."""
+
+    codes: np.ndarray
+    windows: np.ndarray
+    order: np.ndarray
+    starts: np.ndarray
+
+
+def aligned_windows(timestamps: np.ndarray, size: int, slide: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """The windows of ``size`` every ``slide`` from ``offset`` (tumbling: slide == size) holding each
+    timestamp, as (position in ``timestamps``, window start) pairs, a timestamp's windows latest first
+    (as the assigners list them)."""
+    last = np.floor_divide(timestamps - offset, slide) * slide + offset
+    starts = last[:, None] - slide * np.arange(-(-size // slide), dtype=np.int64)
+    held = starts > (timestamps - size)[:, None]
+    return np.nonzero(held)[0], starts[held]
+
+
+def aligned_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, size: int, slide: int,
+                 offset: int) -> AlignedRuns:
+    """The runs of ``rows`` (indices into ``codes``/``timestamps``): each row in each of its windows,
+    a run's rows in arrival (row) order."""
+    at, windows = aligned_windows(timestamps[rows], size, slide, offset)
+    held = rows[at]
+    by = np.lexsort((held, windows, codes[held]))
+    order, c, w = held[by], codes[held][by], windows[by]
+    cut = np.ones(len(order), dtype=bool)
+    cut[1:] = (c[1:] != c[:-1]) | (w[1:] != w[:-1])
+    starts = np.flatnonzero(cut)
+    return AlignedRuns(c[starts], w[starts], order, starts)
 
 
 def first_at_or_after(c: np.ndarray, t: np.ndarray, qc: np.ndarray, qt: np.ndarray) -> np.ndarray:

@@ -23,17 +23,20 @@ from statekit.descriptors import Migration, qualified_name
 from statekit.durations import to_millis
 
 from .aggregates import RowAggregate
-from .assigners import EventTimeSessionWindows, MergingWindowAssigner, WindowAssigner
+from .aligned_engine import AlignedEngine
+from .assigners import (EventTimeSessionWindows, MergingWindowAssigner, SlidingEventTimeWindows,
+                        TumblingEventTimeWindows, WindowAssigner)
 from .batching import group_by_key
+from .cell_engine import CellEngine, WindowSink
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction, WindowRowsFunction, window_rows
 from .invalid import InvalidRecord, error
 from .merging_window_set import MergingWindowSet
-from .session_engine import SESSIONS_STATE, SessionEngine, SessionSink
 from .operator import KeyedOperator
 from .output import Output
-from .packed_sessions import PackedCells
+from .packed_cells import PackedCells
+from .session_engine import SessionEngine
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
 from .windows import TimeWindow
 
@@ -43,16 +46,21 @@ TIMER_SERVICE = "window-timers"
 
 _PROCESS, _AGGREGATE, _REDUCE = "process", "aggregate", "reduce"
 _ABSENT = object()
+_ENGINES: dict[type, type[CellEngine]] = {EventTimeSessionWindows: SessionEngine, TumblingEventTimeWindows: AlignedEngine,
+                                          SlidingEventTimeWindows: AlignedEngine}
+"""The engine of each event-time assigner with one (``columnar``)."""
+_BOUNDS = {engine.STATE: engine.BOUNDS for engine in _ENGINES.values()}
 
 
 def readable_state(description: dict[str, Any] | None, state: str, value: Any) -> Any:
     """A value a WindowOperator described by ``description`` (its ``describe()``) stored in ``state``, as
-    people read it: a packed session cell of a RowAggregate in the list form ``[timer, start, end,
-    accumulator, ...]``; anything else as it is (a user's own PackedAggregate cannot be rebuilt offline)."""
-    if state != SESSIONS_STATE or type(value) is not bytes or not isinstance(description, dict):
+    people read it: a packed cell of a RowAggregate in the list form ``[timer, *bounds, accumulator, ...]``
+    (a session's bounds: start and end; an aligned window's: start); anything else as it is (a user's
+    own PackedAggregate cannot be rebuilt offline)."""
+    if state not in _BOUNDS or type(value) is not bytes or not isinstance(description, dict):
         return value
     function = RowAggregate.from_layout(description.get("state", {}).get("function"))
-    return value if function is None else PackedCells(function).unpack_version(value, function.version)
+    return value if function is None else PackedCells(function, _BOUNDS[state]).unpack_version(value, function.version)
 
 
 def _function_kind(function: Any) -> str:
@@ -66,22 +74,23 @@ def _function_kind(function: Any) -> str:
                     f"ProcessWindowFunction, got {type(function).__name__}")
 
 
-class WindowOperator(KeyedOperator, SessionSink):
+class WindowOperator(KeyedOperator, WindowSink):
     """Windows a keyed stream: assigner + trigger (+ evictor) + function, with allowed lateness and a
     side output for late elements (``late_output_tag=None`` drops and counts them instead).
 
     Invalid records (see ``operators.invalid``) raise ``InvalidRecordError``, or go to the
     ``invalid_output_tag`` side output as ``InvalidRecord`` and are counted in ``metrics["invalid"]``.
-    Event-time sessions with the default trigger and an incremental function run on the session
-    engine (``operators.session_engine``); ``session_engine=False`` keeps them on the generic record
-    path, which gives the same results (for comparisons and benchmarks).
+    Event-time sessions, tumbling and sliding windows with the default trigger, no evictor and an
+    incremental function run columnar, on one stored value per key (``operators.session_engine``,
+    ``operators.aligned_engine``); ``columnar=False`` keeps them on the generic record path, which gives
+    the same results (for comparisons and benchmarks).
     An exception out of ``process_batch`` fails the epoch: restore the backend from the last
     committed checkpoint before going on (``CheckpointStore.restore`` notices the changed state)."""
 
     def __init__(self, assigner: WindowAssigner, function: Any, window_function: ProcessWindowFunction | None = None,
                  trigger: Trigger | None = None, evictor: Evictor | None = None,
                  allowed_lateness: int | timedelta | str = 0, late_output_tag: str | None = "late",
-                 invalid_output_tag: str | None = None, session_engine: bool = True) -> None:
+                 invalid_output_tag: str | None = None, columnar: bool = True) -> None:
         if not isinstance(assigner, WindowAssigner):
             raise TypeError(f"assigner must be a WindowAssigner, got {type(assigner).__name__}")
         self.assigner = assigner
@@ -102,9 +111,8 @@ class WindowOperator(KeyedOperator, SessionSink):
         if self.merging and not self.trigger.can_merge():
             raise ValueError(f"{self.trigger!r} cannot be used with the merging assigner {assigner!r}: it does not support merging")
         self.event_time = assigner.is_event_time()
-        self._by_session_engine = (session_engine and type(assigner) is EventTimeSessionWindows
-                                   and type(self.trigger) is EventTimeTrigger and self.evictor is None
-                                   and self.kind != _PROCESS)
+        self._engine_type = (_ENGINES.get(type(assigner)) if columnar and type(self.trigger) is EventTimeTrigger
+                             and self.evictor is None and self.kind != _PROCESS else None)
         self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
                                         "invalid": 0, "state_migrated": 0}
         self._backend: KeyedStateBackend | None = None
@@ -120,7 +128,7 @@ class WindowOperator(KeyedOperator, SessionSink):
                           "window_function": None if self.window_function is None else qualified_name(self.window_function),
                           "trigger": type(self.trigger).__name__,
                           "evictor": None if self.evictor is None else type(self.evictor).__name__,
-                          "layout": "sessions-per-key" if self._by_session_engine else "window-namespaces"},
+                          "layout": "window-namespaces" if self._engine_type is None else self._engine_type.LAYOUT},
                 "parameters": {"assigner": repr(self.assigner), "trigger": repr(self.trigger),
                                "allowed_lateness": self.allowed_lateness},
                 "migration": acc is not None and acc.accumulator_migration() is not None}
@@ -135,7 +143,7 @@ class WindowOperator(KeyedOperator, SessionSink):
         self._contents_ns: Any = None
         self._accs: dict = {}
         self._dirty: set = set()
-        if self._by_session_engine:
+        if self._engine_type is not None:
             self._contents = self._mws_state = None
         else:
             desc = (ListStateDescriptor(CONTENTS_STATE) if self._list_contents
@@ -153,13 +161,21 @@ class WindowOperator(KeyedOperator, SessionSink):
         for fn in (self.function, self.window_function):
             if isinstance(fn, ProcessWindowFunction):
                 fn.open(KeyedStateStore(backend))
-        self._sessions = None
-        if self._by_session_engine:
+        self._engine: CellEngine | None = None
+        engine = self._engine_type
+        if engine is not None:
             packed = self._packed()
-            state = backend.get_state(self._versioned(ValueStateDescriptor(SESSIONS_STATE),
-                                                      lambda migrate: SessionEngine.cell_migration(migrate, packed)))
-            self._sessions = SessionEngine(self.assigner.gap, self.allowed_lateness, backend, state, self._svc, self,
-                                           *self._incremental(), self.metrics, self._clears_window_state, packed)
+            state = backend.get_state(self._versioned(ValueStateDescriptor(engine.STATE),
+                                                      lambda migrate: engine.cell_migration(migrate, packed)))
+            self._engine = engine(*self._window_shape(), self.allowed_lateness, backend, state, self._svc, self,
+                                  *self._incremental(), self.metrics, self._clears_window_state, packed)
+
+    def _window_shape(self) -> tuple[int, ...]:
+        """What the engine's windows are made of: a session's gap; aligned windows' size, slide and offset."""
+        a = self.assigner
+        if isinstance(a, EventTimeSessionWindows):
+            return (a.gap,)
+        return a.size, a.slide if isinstance(a, SlidingEventTimeWindows) else a.size, a.offset
 
     def _accumulating(self) -> AggregateFunction | None:
         """The AggregateFunction whose accumulators this operator stores (and versions), if any."""
@@ -195,8 +211,8 @@ class WindowOperator(KeyedOperator, SessionSink):
             return (lambda value, acc: add(value, create() if acc is None else acc)), fn.merge
         return (lambda value, acc: value if acc is None else fn(acc, value)), fn
 
-    # -- SessionSink (the session engine's results) ---------------------------------------------
-    def fire_session(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
+    # -- WindowSink (the engine's results) -------------------------------------------------------
+    def fire_window(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
         self._key = key
         self.metrics["windows_fired"] += 1
         data = self.function.get_result(accumulator) if self.kind == _AGGREGATE else accumulator
@@ -206,18 +222,18 @@ class WindowOperator(KeyedOperator, SessionSink):
             self._backend.set_current_key(key)
             self._process(self.window_function, window, [data], window.max_timestamp())
 
-    def fire_sessions(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
+    def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
         wf = self.window_function
         if wf is not None and not isinstance(wf, WindowRowsFunction):
             for key, start, end, acc in zip(keys, starts, ends, accumulators):
-                self.fire_session(key, TimeWindow(start, end), acc)
+                self.fire_window(key, TimeWindow(start, end), acc)
             return
         self.metrics["windows_fired"] += len(keys)
         data = list(map(self.function.get_result, accumulators)) if self.kind == _AGGREGATE else accumulators
         values = data if wf is None else window_rows(wf, keys, starts, ends, data)
         self._output.collect_many(values, [end - 1 for end in ends])  # each window's max_timestamp()
 
-    def clear_session(self, key: Any, window: TimeWindow) -> None:
+    def clear_window(self, key: Any, window: TimeWindow) -> None:
         self._backend.set_current_key(key)
         self._pctx.set_window(window)
         self._process_fn.clear(self._pctx)
@@ -236,9 +252,9 @@ class WindowOperator(KeyedOperator, SessionSink):
     # -- elements ------------------------------------------------------------------------------
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records at the current watermark, grouped per key (same output as one by one)."""
-        if self._sessions is not None:
+        if self._engine is not None:
             records = records if isinstance(records, list) else list(records)
-            self._sessions.process([r[0] for r in records], [r[2] for r in records], lambda i: records[i][1], None)
+            self._engine.process([r[0] for r in records], [r[2] for r in records], lambda i: records[i][1], None)
             return
         set_key = self._backend.set_current_key
         for items in group_by_key(records, self._invalid, self.event_time).values():
@@ -255,22 +271,22 @@ class WindowOperator(KeyedOperator, SessionSink):
         """An epoch's records as columns: record i is ``(keys[i], tuple(c[i] for c in columns),
         timestamps[i])``; the same results, side outputs, state and timers as ``process_batch`` of them.
 
-        Event-time sessions go to the session engine (``operators.session_engine``) as columns; an
-        AggregateFunction that implements ``accumulate`` is then applied to whole runs of rows at once."""
-        if self._sessions is None:
+        Columnar windows go to their engine as columns; an AggregateFunction that implements
+        ``accumulate`` is then applied to whole runs of rows at once."""
+        if self._engine is None:
             super().process_columns(keys, timestamps, columns)
             return
         fn = self.function
         fold = None if not isinstance(fn, ColumnarAggregate) else (lambda order, starts: fn.accumulate(columns, order, starts))
         packed = self._packed()
         fold_packed = None if packed is None else (lambda order, starts: packed.accumulate_packed(columns, order, starts))
-        self._sessions.process(keys, np.asarray(timestamps), lambda r: tuple(c[r] for c in columns), fold, fold_packed)
+        self._engine.process(keys, np.asarray(timestamps), lambda r: tuple(c[r] for c in columns), fold, fold_packed)
 
     def process_watermark(self, watermark: int) -> None:
-        if self._sessions is None:
+        if self._engine is None:
             super().process_watermark(watermark)
         else:
-            self._sessions.advance(watermark)
+            self._engine.advance(watermark)
 
     def _invalid(self, record: tuple, field: str, reason: str) -> None:
         """A record that cannot be processed: raise, or side-output and count it."""

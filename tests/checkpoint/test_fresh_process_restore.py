@@ -24,7 +24,7 @@ from statekit.operators import ProcessWindowFunction, TumblingEventTimeWindows, 
 from statekit.operators.testing import OperatorHarness
 from statekit.testing.contract import SumCount
 
-op = WindowOperator(TumblingEventTimeWindows.of(1000), function=SumCount())
+op = WindowOperator(TumblingEventTimeWindows.of(1000), function=SumCount(), columnar=False)  # window namespaces
 h = OperatorHarness(op, StateConfig(backend={backend!r}, local_dir={local!r}))
 h.open()
 h.process_batch([("u1", 5, 1_000), ("u1", 7, 1_050), ("u2", 1, 3_000)])

@@ -19,7 +19,7 @@ RECORDS = [(1, "a", 100), (True, "b", 101), (1.0, "c", 102), ((1, "x"), "d", 103
 def test_lookalike_keys_get_separate_windows(backend_name, tmp_path, path):
     assigner = TumblingEventTimeWindows.of(1000) if path == "tumbling" else EventTimeSessionWindows.with_gap(10)
     fn = RowAggregate([("count", None), ("first", 0), ("last", 0)])
-    h = make_harness(WindowOperator(assigner, fn, session_engine=path != "record path"), backend_name, tmp_path)
+    h = make_harness(WindowOperator(assigner, fn, columnar=path != "record path"), backend_name, tmp_path)
     if path == "engine, columns":
         h.process_columns([k for k, _, _ in RECORDS], np.array([t for _, _, t in RECORDS]), [[v for _, v, _ in RECORDS]])
     else:

@@ -1,6 +1,6 @@
 """Window operators restored with a migrated aggregate (a new accumulator version): open windows keep
 what they had and aggregate the added slot from their next records on, merges that bridge windows
-included; on the session engine and the generic record path, both backends."""
+included; on the session and aligned-window engines and the generic record path, both backends."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ PATHS = {
     "session-engine": (lambda: EventTimeSessionWindows.with_gap(10), True),
     "session-record-path": (lambda: EventTimeSessionWindows.with_gap(10), False),
     "tumbling": (lambda: TumblingEventTimeWindows.of(10), True),
+    "tumbling-record-path": (lambda: TumblingEventTimeWindows.of(10), False),
 }
 EXPECTED = {  # (key, start, end, sum, count, max): max only over the records after the migration
     "session-engine": [("b", 100, 115, 10, 2, 7), ("d", 200, 210, 4, 1, 4), ("e", 300, 330, 9, 3, 6)],
@@ -31,11 +32,12 @@ EXPECTED = {  # (key, start, end, sum, count, max): max only over the records af
                  ("e", 310, 320, 6, 1, 6), ("e", 320, 330, 2, 1, None)],
 }
 EXPECTED["session-record-path"] = EXPECTED["session-engine"]
+EXPECTED["tumbling-record-path"] = EXPECTED["tumbling"]
 
 
 def operator(path: str, function: RowAggregate) -> WindowOperator:
     assigner, engine = PATHS[path]
-    return WindowOperator(assigner(), function=function, window_function=SessionRows(), session_engine=engine)
+    return WindowOperator(assigner(), function=function, window_function=SessionRows(), columnar=engine)
 
 
 def first_epoch(path: str, backend: str) -> bytes:

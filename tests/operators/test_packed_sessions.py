@@ -1,5 +1,5 @@
 """Packed accumulators (``RowAggregate`` as a ``PackedAggregate``) and packed session cells
-(``operators.packed_sessions.PackedCells``), without an operator.
+(``operators.packed_cells.PackedCells``), without an operator.
 
 Packed results are compared with the per-accumulator methods by ``repr``: 1, 1.0 and True differ,
 and so do None and 0 (an empty ``avg`` is ``[0, 0]``, an empty ``sum`` None). Each ``*_packed``
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from statekit.operators.aggregates import KINDS, RowAggregate
-from statekit.operators.packed_sessions import NO_TIMER, PackedCells, SessionTable
+from statekit.operators.packed_cells import NO_TIMER, PackedCells, WindowTable
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 HALVES = st.integers(-50, 50).map(lambda x: x / 2)  # exact sums in any order; 0 / 2 is 0.0, never -0.0
@@ -216,12 +216,12 @@ def key_sessions(draw) -> tuple:
 @given(st.lists(key_sessions(), max_size=8))
 def test_cells_round_trip(keys):
     fn = RowAggregate(CELL_AGGS)
-    codec = PackedCells(fn)
-    cells = [codec.from_sessions(timer, sessions) if sessions else None for timer, sessions in keys]
+    codec = PackedCells(fn, 2)
+    cells = [codec.from_windows(timer, sessions) if sessions else None for timer, sessions in keys]
     assert all(type(c) is bytes for c in cells if c is not None)
     for cell, (timer, sessions) in zip(cells, keys):
         if cell is not None:
-            assert repr(codec.to_sessions(cell)) == repr((timer, sessions))
+            assert repr(codec.to_windows(cell)) == repr((timer, sessions))
             assert len(cell) == 8 * (1 + len(sessions) * codec.width)
             assert np.frombuffer(cell, np.int64)[0] == (NO_TIMER if timer is None else timer)
 
@@ -242,18 +242,18 @@ def test_cells_round_trip(keys):
 
 
 def test_a_key_left_without_sessions_encodes_to_none_and_its_timer_goes():
-    codec = PackedCells(RowAggregate([("count", None)]))
+    codec = PackedCells(RowAggregate([("count", None)]), 2)
     rows = np.array([[10, 20, 3], [30, 40, 1]], np.int64)
-    table = SessionTable(np.array([55, 77, NO_TIMER], np.int64), np.array([0, 0]), rows)
+    table = WindowTable(np.array([55, 77, NO_TIMER], np.int64), np.array([0, 0]), rows)
     cells = codec.encode(table)
     assert cells[1] is None and cells[2] is None and type(cells[0]) is bytes
-    assert codec.to_sessions(cells[0]) == (55, [[10, 20, [3]], [30, 40, [1]]])
+    assert codec.to_windows(cells[0]) == (55, [[10, 20, [3]], [30, 40, [1]]])
     back = codec.decode([None, *cells, None])
     assert back.timers.tolist() == [NO_TIMER, 55, NO_TIMER, NO_TIMER, NO_TIMER]
     assert back.owner.tolist() == [1, 1] and back.rows.tolist() == rows.tolist()
     empty = codec.decode([None, None])
     assert empty.rows.shape == (0, codec.width) and codec.encode(empty) == [None, None]
-    assert codec.to_sessions(codec.from_sessions(None, [[1, 2, [4]]])) == (None, [[1, 2, [4]]])
+    assert codec.to_windows(codec.from_windows(None, [[1, 2, [4]]])) == (None, [[1, 2, [4]]])
 
 
 # -- known bug (fails at 3eb5891): merge_packed's overflow guard takes np.abs of int64 words, and

@@ -2,7 +2,7 @@
 
 Event-time sessions with the EventTimeTrigger and an incremental function go through the engine,
 fed as columns (``process_columns``) or records (``process_batch``); the same operator with
-``session_engine=False`` takes the generic path (MergingWindowSet, one record at a time). Both
+``columnar=False`` takes the generic path (MergingWindowSet, one record at a time). Both
 must give the same results in the same order, the same late and invalid outputs and metrics, and
 leave nothing behind, on every backend: order-sensitive functions (first/last, concatenation),
 merges that bridge stored sessions, out-of-order keys and late-but-allowed re-fires included.
@@ -68,7 +68,7 @@ PACKED = ("packed", "packed-rows")
 def operator(function: str, lateness: int, reference: bool) -> WindowOperator:
     fn, window_fn = FUNCTIONS[function]()
     return WindowOperator(EventTimeSessionWindows.with_gap(GAP), fn, window_function=window_fn,
-                          session_engine=not reference, allowed_lateness=lateness,
+                          columnar=not reference, allowed_lateness=lateness,
                           late_output_tag="late", invalid_output_tag="invalid")
 
 
@@ -97,9 +97,9 @@ def value_of(function: str, key: object, n: int, values: tuple) -> object:
 def spy_packed_paths(monkeypatch) -> dict[str, int]:
     """Count the engine's vectorized merges that merged (``merged`` not None), those that merged runs into
     stored sessions or into each other (fewer sessions out than in), and its packed watermarks."""
-    calls = {"merged": 0, "merged_into_stored": 0, "advance_packed": 0, "fire_sessions": 0}
+    calls = {"merged": 0, "merged_into_stored": 0, "advance_packed": 0, "fire_windows": 0}
     real_merged, real_advance = session_engine.merged, SessionEngine._advance_packed
-    real_fire = WindowOperator.fire_sessions
+    real_fire = WindowOperator.fire_windows
 
     def merged(table, run_owner, *args, **kwargs):
         result = real_merged(table, run_owner, *args, **kwargs)
@@ -112,13 +112,13 @@ def spy_packed_paths(monkeypatch) -> dict[str, int]:
         calls["advance_packed"] += 1
         return real_advance(self, *args, **kwargs)
 
-    def fire_sessions(self, keys, *args):
-        calls["fire_sessions"] += len(keys) > 0
+    def fire_windows(self, keys, *args):
+        calls["fire_windows"] += len(keys) > 0
         return real_fire(self, keys, *args)
 
     monkeypatch.setattr(session_engine, "merged", merged)
     monkeypatch.setattr(SessionEngine, "_advance_packed", advance_packed)
-    monkeypatch.setattr(WindowOperator, "fire_sessions", fire_sessions)
+    monkeypatch.setattr(WindowOperator, "fire_windows", fire_windows)
     return calls
 
 
@@ -126,7 +126,41 @@ def stored_cells(h: OperatorHarness, keys: list) -> list:
     """The engine's stored values of ``keys`` (None for a key without sessions)."""
     resolved, refused = h.backend.resolve_keys(keys)
     assert not refused
-    return h.operator._sessions._state.get_internal_many(resolved)
+    return h.operator._engine._state.get_internal_many(resolved)
+
+
+def run_epochs(engine: OperatorHarness, reference: OperatorHarness, function: str, n: int, epochs: list,
+               as_columns: bool) -> int:
+    """Example ``n``'s ``epochs`` on the engine (as columns or records) and the record path, on a fresh
+    stretch of time: the same results, late records and metrics after each epoch and watermark, and
+    nothing left after a final one; returns how many packed cells the engine held (``PACKED`` functions)."""
+    packed_cells = 0
+    wm = fresh_stretch(engine, reference)
+    for records, in_time_order, advance in epochs:
+        recs = [((n, k), value_of(function, (n, k), n, tuple(values)), wm + dt) for k, dt, *values in records]
+        if in_time_order:
+            recs.sort(key=lambda r: r[2])  # as the Spark tasks feed it: the run path
+        reference.process_batch(recs)
+        if as_columns:
+            engine.process_columns(*columns_of(recs))
+        else:
+            engine.process_batch(recs)
+        assert repr(engine.output()) == repr(reference.output())
+        wm += advance
+        for h in (engine, reference):
+            h.process_watermark(wm)
+        assert repr(engine.output()) == repr(reference.output())
+        assert repr(engine.side_output("late")) == repr(reference.side_output("late"))
+        assert engine.metrics == reference.metrics
+        if function in PACKED:  # every stored cell is packed (ints and float halves always pack)
+            cells = [c for c in stored_cells(engine, [(n, k) for k in KEY_VALUES]) if c is not None]
+            assert all(type(c) is bytes for c in cells), [c for c in cells if type(c) is not bytes]
+            packed_cells += len(cells)
+    for h in (engine, reference):
+        h.process_watermark(wm + 500)
+    assert repr(engine.output()) == repr(reference.output())
+    assert engine.num_entries() == reference.num_entries() == 0
+    return packed_cells
 
 
 @pytest.mark.parametrize("function", list(FUNCTIONS))
@@ -134,7 +168,7 @@ def stored_cells(h: OperatorHarness, keys: list) -> list:
 def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function, lateness):
     engine = harness(operator(function, lateness, False), backend_name, tmp_path, "engine")
     reference = harness(operator(function, lateness, True), backend_name, tmp_path, "reference")
-    assert engine.operator._sessions is not None and reference.operator._sessions is None
+    assert engine.operator._engine is not None and reference.operator._engine is None
     as_columns = function in ("row-aggregate", "window-function", *PACKED)
     calls = spy_packed_paths(monkeypatch)
     packed_cells = 0
@@ -147,32 +181,7 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
     @example(epochs=REACHING)
     def check(epochs):
         nonlocal packed_cells
-        n = next(examples)
-        wm = fresh_stretch(engine, reference)
-        for records, in_time_order, advance in epochs:
-            recs = [((n, k), value_of(function, (n, k), n, tuple(values)), wm + dt) for k, dt, *values in records]
-            if in_time_order:
-                recs.sort(key=lambda r: r[2])  # as the Spark tasks feed it: the run path
-            reference.process_batch(recs)
-            if as_columns:
-                engine.process_columns(*columns_of(recs))
-            else:
-                engine.process_batch(recs)
-            assert repr(engine.output()) == repr(reference.output())
-            wm += advance
-            for h in (engine, reference):
-                h.process_watermark(wm)
-            assert repr(engine.output()) == repr(reference.output())
-            assert repr(engine.side_output("late")) == repr(reference.side_output("late"))
-            assert engine.metrics == reference.metrics
-            if function in PACKED:  # every stored cell is packed (ints and float halves always pack)
-                cells = [c for c in stored_cells(engine, [(n, k) for k in KEY_VALUES]) if c is not None]
-                assert all(type(c) is bytes for c in cells), [c for c in cells if type(c) is not bytes]
-                packed_cells += len(cells)
-        for h in (engine, reference):
-            h.process_watermark(wm + 500)
-        assert repr(engine.output()) == repr(reference.output())
-        assert engine.num_entries() == reference.num_entries() == 0
+        packed_cells += run_epochs(engine, reference, function, next(examples), epochs, as_columns)
 
     check()
     if function in PACKED:  # the vectorized paths ran (not only their per-key fallbacks)
@@ -288,7 +297,7 @@ class Twice(WindowRowsFunction):
 @pytest.mark.parametrize("session_engine_on", [True, False])
 def test_a_window_rows_function_must_make_one_output_per_window(tmp_path, session_engine_on):
     op = WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate([("count", None)]),
-                        window_function=Twice(), session_engine=session_engine_on)
+                        window_function=Twice(), columnar=session_engine_on)
     h = harness(op, "heap", tmp_path, "h")
     h.process_columns(["a", "b"], np.array([1, 2], np.int64), [[1, 2]])
     with pytest.raises(TypeError, match=r"Twice.rows made (4 outputs for 2|2 outputs for 1) windows: a "

@@ -1,5 +1,5 @@
 """The session engine with packed session cells (a ``PackedAggregate``: ``RowAggregate``) in targeted
-scenarios, against the generic record path (``session_engine=False``) on every backend: merges that
+scenarios, against the generic record path (``columnar=False``) on every backend: merges that
 bridge stored packed sessions in the vectorized path, late-but-allowed re-fires, checkpoints whose
 cells have the list form of before packed cells (restored, then packed when touched) and packed cells
 of an older accumulator version migrated on restore.
@@ -26,7 +26,7 @@ AGGS = [("first", 0), ("last", 0), ("first", 1), ("last", 1), ("sum", 0), ("coun
 
 def operator(lateness: int, reference: bool, function=None) -> WindowOperator:
     return WindowOperator(EventTimeSessionWindows.with_gap(GAP), function or RowAggregate(AGGS),
-                          window_function=SessionRows(), session_engine=not reference, allowed_lateness=lateness,
+                          window_function=SessionRows(), columnar=not reference, allowed_lateness=lateness,
                           late_output_tag="late")
 
 
@@ -43,7 +43,7 @@ def cells(h: OperatorHarness, keys: list) -> dict:
     """The engine's stored value per key (None: no sessions)."""
     resolved, refused = h.backend.resolve_keys(keys)
     assert not refused
-    return dict(zip(keys, h.operator._sessions._state.get_internal_many(resolved)))
+    return dict(zip(keys, h.operator._engine._state.get_internal_many(resolved)))
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_list_cells_of_an_older_checkpoint_restore_and_become_packed(backend_nam
     reference.close()
 
     old = make_harness(operator(20, False, ListRowAggregate(AGGS)), backend_name, tmp_path)
-    assert old.operator._sessions._cells is None
+    assert old.operator._engine._cells is None
     records, wm = LEGACY_EPOCHS[0]
     feed(old, records, True)
     old.process_watermark(wm)
@@ -213,7 +213,7 @@ def test_list_cells_of_an_older_checkpoint_restore_and_become_packed(backend_nam
     for target in statekit.available_backends():
         spy.update(merged=0, advance_packed=0)
         h = make_harness(operator(20, False), target, tmp_path, snapshot=snapshot)
-        assert h.operator._sessions._cells is not None
+        assert h.operator._engine._cells is not None
         assert all(type(c) is list for c in cells(h, keys).values() if c is not None)
         for i, (records, wm) in enumerate(LEGACY_EPOCHS[1:], start=1):
             feed(h, records, True)
@@ -257,7 +257,7 @@ def test_packed_cells_of_an_older_accumulator_version_migrate(backend_name, tmp_
                             window_function=SessionRows(), allowed_lateness=20)
         h = make_harness(v2, target, tmp_path, snapshot=snapshot)
         assert h.metrics["state_migrated"] == 3
-        engine = h.operator._sessions
+        engine = h.operator._engine
         assert engine._decode(cells(h, ["a"])["a"]) == (44, [[10, 25, [2, [0, 0], 3, None]]])
         assert engine._decode(cells(h, ["c"])["c"]) == (64, [[50, 65, [2, [0, 0], 9, None]]])
         # a: behind the watermark, merges into its fired session and fires it again; b grows; d is new

@@ -1,0 +1,388 @@
+"""Event-time windows with one stored value per key, an epoch at a time: what the session engine and
+the aligned-window engine share (Flink's ``WindowOperator`` with the ``EventTimeTrigger`` and an
+incremental function, computed in bulk).
+
+A key's value, in the void namespace, is a cell ``[timer, *bounds0, acc0, *bounds1, acc1, ...]``: its
+open windows in time order, each window's bounds next to its accumulator, and the one event-time timer
+the key holds (the earliest fire or cleanup among its windows, or None); or the same packed into bytes
+(``operators.packed_cells``) when the function is a ``PackedAggregate`` and its accumulators pack. So a
+key costs one read and one write per epoch and one timer: an epoch reads every touched key in one
+batched call, takes keys that may emit at once (late records, late-but-allowed fires) one record at a
+time in arrival order and the others in bulk (``_runs``, the engine's own), writes every key back in
+one call and moves the timers in bulk; a watermark takes every due timer at once, fires and cleans the
+due windows in timer order and writes their keys back.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState,
+                      key_identity)
+
+from .columns import factorize
+from .gc_pause import gc_paused
+from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
+from .packed_cells import NO_TIMER, PackedCells, WindowTable
+from .windows import TimeWindow
+
+Fold = Callable[[np.ndarray, np.ndarray], list]
+"""``fold(order, starts)``: one new accumulator per run j, folding ``add`` over rows ``order[starts[j]:starts[j+1]]``."""
+PackedFold = Callable[[np.ndarray, np.ndarray], Any]
+"""``fold`` with the accumulators packed (``PackedAggregate.accumulate_packed``): an array, or None."""
+PackedEntries = tuple[list, list, np.ndarray, np.ndarray]
+"""Keys an epoch encoded in bulk: (key codes, cells, new timers, old timers), NO_TIMER for none."""
+
+
+class WindowSink(Protocol):
+    """What an engine hands back to its operator: results, cleanups, late and invalid records."""
+
+    def fire_window(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
+        """Emit ``window``'s result (stamped ``window.max_timestamp()``)."""
+
+    def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
+        """``fire_window`` of many windows, in this order (``[starts[i], ends[i])`` of ``keys[i]``)."""
+
+    def clear_window(self, key: Any, window: TimeWindow) -> None:
+        """``window`` is cleaned up (its per-window state goes)."""
+
+    def late_record(self, value: Any, timestamp: int) -> None:
+        """A record no window took, behind the watermark."""
+
+    def invalid_record(self, record: tuple, field: str, reason: str) -> None:
+        """A record with a bad key or timestamp."""
+
+
+class CellEngine(ABC):
+    """The windows of one operator with ``lateness``, a cell per key in ``state``, timed by ``timers``."""
+
+    STATE: ClassVar[str]
+    """The name of the state holding the cells."""
+    LAYOUT: ClassVar[str]
+    """The state layout an operator describes (a checkpoint of another layout is refused)."""
+    BOUNDS: ClassVar[int]
+    """Words of bounds per window in a cell."""
+
+    def __init__(self, lateness: int, backend: KeyedStateBackend, state: ValueState, timers: InternalTimerService,
+                 sink: WindowSink, add: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any],
+                 metrics: dict[str, int], clears: bool, packed: PackedAggregate | None = None) -> None:
+        self.lateness = lateness
+        self._backend = backend
+        self._state = state
+        self._timers = timers
+        self._sink = sink
+        self._add = add            # add(value, acc_or_None) -> acc
+        self._merge = merge        # merge(a, b) -> acc (b after a)
+        self._metrics = metrics
+        self._clears = clears
+        self._cells = PackedCells(packed, self.BOUNDS) if packed is not None else None
+
+    # -- what an engine defines ----------------------------------------------------------------
+    @abstractmethod
+    def _ends(self, bounds: np.ndarray) -> np.ndarray:
+        """The ends of windows whose bounds are the rows of ``bounds`` (shape (n, BOUNDS))."""
+
+    @abstractmethod
+    def _slow_codes(self, codes: np.ndarray, timestamps: np.ndarray, wm: int) -> np.ndarray:
+        """Codes of the keys of these records (valid ones) that must be taken one record at a time."""
+
+    @abstractmethod
+    def _record(self, key: Any, windows: list, t: int, value: Any, wm: int) -> None:
+        """One record into a key's ``windows`` (the list form), as one-by-one processing sees it."""
+
+    @abstractmethod
+    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict, value_of: Callable[[int], Any],
+              fold: Fold | None, fold_packed: PackedFold | None, old_timers: dict, new_cells: dict,
+              wm: int) -> PackedEntries | None:
+        """The records ``rows`` of keys not taken one at a time, into their ``cells``: keys in the list form
+        go to ``new_cells`` (their old timers to ``old_timers``), keys encoded in bulk are returned."""
+
+    # -- rules ---------------------------------------------------------------------------------
+    def _cleanup(self, end: int) -> int:
+        """When a window ending at ``end`` is dropped: its last timestamp plus the allowed lateness."""
+        return min(end - 1 + self.lateness, MAX_TIMESTAMP)
+
+    def _cleanups(self, ends: np.ndarray) -> np.ndarray:
+        """``_cleanup`` of many window ends."""
+        last = ends - 1
+        return np.where(last > MAX_TIMESTAMP - self.lateness, MAX_TIMESTAMP, last + self.lateness)
+
+    def _next_timers(self, owner: np.ndarray, ends: np.ndarray, n: int, wm: int) -> np.ndarray:
+        """The one timer each of ``n`` keys needs (NO_TIMER for none): its windows' (``owner``, ``ends``)
+        earliest pending fire (end - 1 after the watermark) or cleanup (never MAX_TIMESTAMP)."""
+        due = ends - 1
+        passed = due <= wm
+        due = np.where(passed, self._cleanups(ends), due)
+        timers = np.full(n, MAX_TIMESTAMP, np.int64)
+        np.minimum.at(timers, owner, due)
+        return np.where(timers == MAX_TIMESTAMP, NO_TIMER, timers)
+
+    def _decode(self, cell: Any) -> tuple[int | None, list]:
+        """A stored value as ``(timer or None, [[*bounds, accumulator], ...])``."""
+        if cell is None:
+            return None, []
+        if type(cell) is bytes:
+            if self._cells is None:
+                raise StateError(f"state '{self.STATE}' holds packed cells, written by a PackedAggregate; this "
+                                 f"operator's function does not unpack them (restore with the function that wrote them)")
+            return self._cells.to_windows(cell)
+        step = self.BOUNDS + 1
+        return cell[0], [list(cell[i:i + step]) for i in range(1, len(cell), step)]
+
+    def _encode(self, timer: int | None, windows: list) -> Any:
+        """The value to store: packed when the function packs these accumulators, else a list."""
+        if not windows:
+            return None
+        if self._cells is not None:
+            packed = self._cells.from_windows(timer, windows)
+            if packed is not None:
+                return packed
+        cell = [timer]
+        for w in windows:
+            cell += w
+        return cell
+
+    @classmethod
+    def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
+        """A migration of the engine's stored values from one of their accumulators' (each window's);
+        a packed value is read with the layout of its version and comes out in the list form."""
+        cells = PackedCells(packed, cls.BOUNDS) if packed is not None else None
+        step = cls.BOUNDS + 1
+
+        def cell(version: int, stored: Any) -> list:
+            if type(stored) is bytes and cells is None:
+                raise ValueError("a packed cell, written by a PackedAggregate: this function does not unpack it")
+            out = cells.unpack_version(stored, version) if type(stored) is bytes else list(stored)
+            for i in range(step, len(out), step):
+                out[i] = migrate(version, out[i])
+            return out
+        return cell
+
+    # -- an epoch's records --------------------------------------------------------------------
+    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+                fold_packed: PackedFold | None = None) -> None:
+        """The epoch's records at the current watermark: record i is ``(keys[i], value_of(i), timestamps[i])``;
+        ``fold`` (when given) aggregates runs of rows in one pass, ``fold_packed`` into packed accumulators."""
+        if len(keys):
+            with gc_paused():
+                self._process(keys, timestamps, value_of, fold, fold_packed)
+
+    def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+                 fold_packed: PackedFold | None) -> None:
+        ts, good, problems = _timestamps(timestamps)
+        codes, distinct = _codes(keys, good, problems)
+        for r in sorted(problems):
+            field, reason = problems[r]
+            self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)
+        resolved, refused = self._backend.resolve_keys(distinct)
+        wm = self._timers.current_watermark()
+        rows = np.flatnonzero(good)
+        c, t = codes[rows], ts[rows]
+        slow = np.zeros(len(distinct), dtype=bool)
+        slow[self._slow_codes(c, t, wm)] = True
+        slow[list(refused)] = True
+        touched = [i for i in range(len(distinct)) if i not in refused]
+        cells = dict(zip(touched, self._state.get_internal_many([resolved[i] for i in touched])))
+        per_key = np.bincount(c, minlength=len(distinct))
+        self._metrics["records_in"] += int(per_key.sum()) - sum(int(per_key[i]) for i in refused)
+        old_timers: dict[int, int | None] = {}
+        new_cells: dict[int, list] = {}
+        slow_codes = np.flatnonzero(slow)
+        if len(slow_codes):
+            by_key = rows[np.argsort(c, kind="stable")]
+            bounds = np.concatenate(([0], np.cumsum(per_key))).tolist()
+            # keys that may emit: in order of first appearance, each in arrival order
+            for i in slow_codes.tolist():
+                key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()
+                if i in refused:
+                    reason = str(refused[i])
+                    for r in key_rows:
+                        self._sink.invalid_record((keys[r], value_of(r), int(ts[r])), "key", reason)
+                    continue
+                old_timers[i], windows = self._decode(cells[i])
+                key = distinct[i]
+                for r in key_rows:
+                    self._record(key, windows, int(ts[r]), value_of(r), wm)
+                new_cells[i] = windows
+        fast_rows = rows[~slow[c]]
+        packed = None
+        if len(fast_rows):
+            packed = self._runs(codes, ts, fast_rows, cells, value_of, fold, fold_packed, old_timers, new_cells, wm)
+        self._store(resolved, new_cells, old_timers, wm, packed)
+
+    def _store(self, resolved: list, new_cells: dict, old_timers: dict, wm: int, packed: PackedEntries | None = None) -> None:
+        """Write every touched key once and move its timer; ``packed``: keys already encoded."""
+        codes = list(new_cells)
+        windows_of = [new_cells[code] for code in codes]
+        counts = [len(windows) for windows in windows_of]
+        bounds = np.array([w[:-1] for windows in windows_of for w in windows], np.int64).reshape(-1, self.BOUNDS)
+        timers = self._next_timers(np.repeat(np.arange(len(codes)), counts), self._ends(bounds), len(codes), wm)
+        olds = np.fromiter((_or_no_timer(old_timers.get(code)) for code in codes), np.int64, len(codes))
+        values = [self._encode(None if t == NO_TIMER else t, windows) for t, windows in zip(timers.tolist(), windows_of)]
+        if packed is not None:
+            p_codes, p_values, p_timers, p_olds = packed
+            codes += p_codes
+            values += p_values
+            timers, olds = np.concatenate((timers, p_timers)), np.concatenate((olds, p_olds))
+        scopes = [resolved[i] for i in codes]
+        changed = timers != olds
+        drop = np.flatnonzero(changed & (olds != NO_TIMER))
+        add = np.flatnonzero(changed & (timers != NO_TIMER))
+        self._state.update_internal_many(scopes, values)
+        if len(drop):
+            self._timers.delete_event_time_timers([scopes[i] for i in drop.tolist()], None, olds[drop].tolist(),
+                                                  present=True)  # a key's one timer, as its cell records it
+        if len(add):
+            self._timers.register_event_time_timers([scopes[i] for i in add.tolist()], None, timers[add].tolist(),
+                                                    fresh=True)  # the key's only timer, unlike the one it replaces
+
+    # -- a watermark ---------------------------------------------------------------------------
+    def advance(self, watermark: int) -> None:
+        """Fire and clean every window due at ``watermark``, in timer order (time, key group, key)."""
+        if watermark > self._timers.current_watermark():
+            with gc_paused():
+                self._advance(watermark)
+
+    def _advance(self, watermark: int) -> None:
+        previous = self._timers.current_watermark()
+        due = self._timers.take_due_event_time(watermark)
+        if not due:
+            return
+        resolved, refused = self._backend.resolve_keys([d.key for d in due])
+        if refused:  # a stored timer always has a valid key
+            raise RuntimeError(f"timer of an invalid key: {next(iter(refused.values()))}")
+        cells = self._state.get_internal_many(resolved)
+        if self._cells is not None and all(type(cell) is not list for cell in cells):
+            self._advance_packed(resolved, cells, previous, watermark)
+            return
+        decoded = [self._decode(cell)[1] for cell in cells]
+        flat = [w for windows in decoded for w in windows]
+        ends = iter(self._ends(np.array([w[:-1] for w in flat], np.int64).reshape(-1, self.BOUNDS)).tolist())
+        actions = []
+        new_cells: dict[int, list] = {}
+        for i, ((key, kg, kb), windows) in enumerate(zip(resolved, decoded)):
+            keep = []
+            for w in windows:
+                end = next(ends)
+                max_ts = end - 1
+                if previous < max_ts <= watermark:
+                    actions.append((max_ts, kg, kb, 0, key, w[0], end, w[-1]))
+                cleanup = self._cleanup(end)
+                if cleanup <= watermark and cleanup != MAX_TIMESTAMP:
+                    if self._clears:
+                        actions.append((cleanup, kg, kb, 1, key, w[0], end, None))
+                else:
+                    keep.append(w)
+            new_cells[i] = keep
+        self._store(resolved, new_cells, {}, watermark)
+        actions.sort(key=_action_order)
+        sink = self._sink
+        for _, _, _, kind, key, start, end, acc in actions:
+            if kind == 0:
+                sink.fire_window(key, TimeWindow(start, end), acc)
+            else:
+                sink.clear_window(key, TimeWindow(start, end))
+
+    def _advance_packed(self, resolved: list, cells: list, previous: int, watermark: int) -> None:
+        """``_advance`` of packed cells, decided for all due keys at once."""
+        table = self._cells.decode(cells)
+        n = len(resolved)
+        starts, ends = table.rows[:, 0], self._ends(table.rows[:, :self.BOUNDS])
+        accs = table.rows[:, self.BOUNDS:]
+        fire_at = ends - 1
+        cleanup = self._cleanups(ends)
+        fired = np.flatnonzero((previous < fire_at) & (fire_at <= watermark))
+        clean = (cleanup <= watermark) & (cleanup != MAX_TIMESTAMP)
+        cleared = np.flatnonzero(clean) if self._clears else np.zeros(0, np.int64)
+        keep = ~clean
+        left = WindowTable(np.zeros(n, np.int64), table.owner[keep], table.rows[keep])
+        left.timers = self._next_timers(left.owner, ends[keep], n, watermark)
+        self._store(resolved, {}, {}, watermark,
+                    (list(range(n)), self._cells.encode(left), left.timers, np.full(n, NO_TIMER, np.int64)))
+        sink = self._sink
+        if not len(cleared):  # fires only: handed over in one call
+            r = fired[_pop_order(resolved, table.owner[fired], fire_at[fired], np.zeros(len(fired), np.int8))]
+            sink.fire_windows([resolved[i][0] for i in table.owner[r].tolist()], starts[r].tolist(),
+                              ends[r].tolist(), self._cells.function.unpack(accs[r]))
+            return
+        rows = np.concatenate((fired, cleared))
+        kinds = np.concatenate((np.zeros(len(fired), np.int8), np.ones(len(cleared), np.int8)))
+        order = _pop_order(resolved, table.owner[rows], np.concatenate((fire_at[fired], cleanup[cleared])), kinds).tolist()
+        fired_accs = self._cells.function.unpack(accs[fired])
+        rows_l, kinds_l, owner = rows.tolist(), kinds.tolist(), table.owner.tolist()
+        starts_l, ends_l = starts.tolist(), ends.tolist()
+        for a in order:
+            r = rows_l[a]
+            key, window = resolved[owner[r]][0], TimeWindow(starts_l[r], ends_l[r])
+            if kinds_l[a] == 0:
+                sink.fire_window(key, window, fired_accs[a])
+            else:
+                sink.clear_window(key, window)
+
+
+def _timestamps(timestamps: Any) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
+    """int64 timestamps, which rows have a valid one, and why the others do not."""
+    if isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "i":
+        ts = timestamps.astype(np.int64, copy=False)
+        good = (ts >= MIN_EVENT_TIMESTAMP) & (ts <= MAX_EVENT_TIMESTAMP)
+        problems = {r: ("timestamp", timestamp_problem(int(ts[r]))) for r in np.flatnonzero(~good).tolist()}
+        return ts, good, problems
+    values = timestamps.tolist() if isinstance(timestamps, np.ndarray) else timestamps
+    problems = {r: ("timestamp", p) for r, v in enumerate(values) if (p := timestamp_problem(v)) is not None}
+    good = np.ones(len(values), dtype=bool)
+    good[list(problems)] = False
+    ts = np.fromiter((v if r not in problems else 0 for r, v in enumerate(values)), np.int64, len(values))
+    return ts, good, problems
+
+
+def _codes(keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, list]:
+    """Key codes of the rows in order of first appearance; an unhashable key's rows join ``problems``."""
+    if not problems:
+        try:
+            return factorize(keys)
+        except TypeError:
+            pass
+    index: dict[Any, int] = {}
+    first: list[Any] = []
+    codes = np.zeros(len(keys), dtype=np.int64)
+    for r, k in enumerate(keys):
+        if not good[r]:
+            continue
+        try:
+            code = codes[r] = index.setdefault(key_identity(k), len(index))
+        except TypeError:
+            good[r] = False
+            problems[r] = ("key", f"key of type {type(k).__name__} is not hashable (use a tuple, not a list)")
+            continue
+        if code == len(first):
+            first.append(k)
+    return codes, first
+
+
+def _pop_order(resolved: list, owner: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """Positions of due actions (of keys ``resolved[owner]``) in the order one-by-one processing takes
+    them: timers by time, then key group and key bytes (the timer queue's order), a key's fire before
+    its cleanup."""
+    who = owner.tolist()
+    table = pa.table({"t": times, "g": np.fromiter((resolved[i][1] for i in who), np.int64, len(who)),
+                      "b": pa.array([resolved[i][2] for i in who], pa.binary()), "k": kinds})
+    return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
+                                   ("k", "ascending")]).to_numpy()
+
+
+def window_start(window: list) -> int:
+    """A window's start in the list form ``[*bounds, accumulator]``: what keeps a key's windows in time order."""
+    return window[0]
+
+
+def _or_no_timer(timer: int | None) -> int:
+    return NO_TIMER if timer is None else timer
+
+
+def _action_order(action: tuple) -> tuple:
+    return action[:4]
