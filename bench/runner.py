@@ -33,8 +33,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("parts", nargs="*", default=["all"], help=f"parts to run: {', '.join(PARTS)} or all")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
-    ap.add_argument("--scale", choices=["default", "large"], default="default",
-                    help="spark only: large = 5M events of 1M users, heap, rocksdb and Spark native (spark-large.*)")
+    ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
+                    help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; heap, "
+                         "rocksdb and Spark native (spark-medium.*, spark-large.*)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale)

@@ -205,6 +205,16 @@ def loads_prefix(data: bytes, count: int) -> tuple[list, int]:
     return objs, unpacker.tell()
 
 
+def loads_stream(data: bytes) -> list:
+    """Every msgpack object of ``data``, written one after another, decoded in one pass."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, ext_hook=_ext_hook)
+    unpacker.feed(data)
+    objs = list(unpacker)
+    if unpacker.tell() != len(data):
+        raise SerializationError(f"truncated data: {len(data) - unpacker.tell()} bytes after the last msgpack object")
+    return objs
+
+
 def check_value(serializer: Serializer, value: Any, state_name: str) -> None:
     """Validate ``value`` for writing into state ``state_name``; the error names the state and type."""
     try:

@@ -13,7 +13,8 @@ from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from .serialization import KEY_SERIALIZER, loads_prefix
+from .errors import SerializationError
+from .serialization import KEY_SERIALIZER, loads_prefix, loads_stream
 from .state import ResolvedKey
 
 
@@ -49,6 +50,18 @@ def timer_sort_keys(timestamps: Sequence[int], key_groups: Sequence[int], keys_b
 def due_bound(timestamp: int) -> bytes | None:
     """The sort keys of the timers due at ``timestamp`` (<=) are those below this bound (None: all are)."""
     return None if timestamp >= MAX_TIMESTAMP else (timestamp + 1 + _TS_BIAS).to_bytes(8, "big")
+
+
+def decode_timers(sort_keys: Sequence[bytes]) -> list[Timer]:
+    """The timers of many ``timer_sort_key``s: timestamps read with numpy, keys and namespaces
+    unpacked as one msgpack stream (not a decoder per timer)."""
+    if not sort_keys:
+        return []
+    ts = np.frombuffer(b"".join([k[:8] for k in sort_keys]), ">u8") ^ np.uint64(_TS_BIAS)
+    objs = loads_stream(b"".join([k[10:] for k in sort_keys]))
+    if len(objs) != 2 * len(sort_keys):
+        raise SerializationError(f"timer sort keys hold {len(objs)} msgpack objects, expected {2 * len(sort_keys)}")
+    return list(map(Timer, ts.view(np.int64).tolist(), objs[0::2], objs[1::2]))
 
 
 def decode_timer(sort_key: bytes) -> tuple[Timer, int]:

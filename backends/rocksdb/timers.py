@@ -15,6 +15,7 @@ from bisect import bisect_left, insort
 from typing import Any, Iterator, Sequence
 
 from statekit import Timer, TimerQueue, decode_timer
+from statekit.timers import decode_timers, due_bound
 
 from .db import Closed
 from .keys import scan_from
@@ -57,7 +58,7 @@ class RocksDBTimerQueue(TimerQueue):
             it.next()
         self._keys = keys
         self._lo = 0
-        self._timers = {k: decode_timer(k)[0] for k in keys}
+        self._timers = dict(zip(keys, decode_timers(keys)))
         self._bound = keys[-1] if it.valid() else None
 
     # -- TimerQueue ----------------------------------------------------------------------------
@@ -157,6 +158,38 @@ class RocksDBTimerQueue(TimerQueue):
         self._db.delete(sort_key)
         self._size -= 1
         return head
+
+    def poll_until(self, timestamp: int) -> list[Timer]:
+        """The due timers in firing order: the cache's due head, then, when it runs dry, the due ones
+        past its bound read in one scan; each stretch leaves RocksDB in one range delete, not a point
+        delete per timer. The cache is left empty below a bound no due timer remains under."""
+        bound = due_bound(timestamp)
+        keys, lo, timers = self._keys, self._lo, self._timers
+        end = len(keys) if bound is None else bisect_left(keys, bound, lo)
+        due = [timers.pop(k) for k in keys[lo:end]]
+        if due:
+            self._db.delete_range(keys[lo], keys[end - 1] + b"\x00")
+        if end < len(keys) or self._bound is None:  # a timer left in the cache is not due, or none is past it
+            self._lo = end
+            self._size -= len(due)
+            return due
+        it = self._db.iter()
+        it.seek(self._bound)
+        if it.valid() and it.key() == self._bound:
+            it.next()
+        scanned = []
+        while it.valid() and (bound is None or it.key() < bound):
+            scanned.append(it.key())
+            it.next()
+        if scanned:
+            self._db.delete_range(scanned[0], scanned[-1] + b"\x00")
+            due += decode_timers(scanned)
+            self._bound = scanned[-1] if it.valid() else None
+        elif not it.valid():
+            self._bound = None
+        self._keys, self._lo = [], 0
+        self._size -= len(due)
+        return due
 
     def __len__(self) -> int:
         return self._size

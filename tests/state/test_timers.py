@@ -317,3 +317,47 @@ def test_restore_keeps_only_own_key_groups(backend_name, make_backend):
     lower.restore_logical(snap)
     got = [t.key for t in lower.timer_service("t", None).event_time_timers()]
     assert sorted(got) == sorted(k for k in keys if key_group_for(k, MAX_PAR) < 64)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cache=st.integers(1, 4), rounds=st.lists(st.tuples(
+    st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 7])), max_size=12),
+    st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 7])), max_size=4),
+    st.integers(-1, 70)), min_size=1, max_size=6))
+def test_timers_taken_due_in_bulk_behind_a_small_cache(backend_name, make_backend, cache, rounds):
+    """Rounds of registrations and deletions (below, inside and past the cached head), then every
+    timer due at a rising watermark taken in one call (RocksDB: the cache's head and a scan past it, each
+    removed with a range delete): the documented firing order, none twice, and exactly the rest left."""
+    backend = make_backend(**small_cache(backend_name, cache))
+    svc = backend.timer_service("t", None)
+    model: set[tuple] = set()
+    wm = -1
+    for adds, deletes, step in rounds:
+        for ts, key in adds:
+            backend.set_current_key(key)
+            svc.register_event_time_timer("ns", ts)
+            model.add((ts, key, "ns"))
+        for ts, key in deletes:
+            backend.set_current_key(key)
+            svc.delete_event_time_timer("ns", ts)
+            model.discard((ts, key, "ns"))
+        wm = max(wm, step)
+        due = sorted((t for t in model if t[0] <= wm), key=lambda t: firing_key(*t))
+        assert [tuple(t) for t in svc.take_due_event_time(wm)] == due
+        model -= set(due)
+        assert svc.num_event_time_timers() == len(model)
+        assert [tuple(t) for t in svc.event_time_timers()] == sorted(model, key=lambda t: firing_key(*t))
+    backend.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(timers=st.lists(st.tuples(st.integers(MIN_TIMESTAMP, (1 << 63) - 1), st.integers(0, 127),
+                                 st.one_of(st.text(max_size=5), st.integers(-(1 << 63), (1 << 64) - 1), st.binary(max_size=4),
+                                           st.tuples(st.integers(), st.text(max_size=3))),
+                                 st.one_of(st.none(), st.text(max_size=3), st.tuples(st.integers(0, 9), st.integers(0, 9)))),
+                       max_size=20))
+def test_timers_decode_in_bulk_as_one_at_a_time(timers):
+    from statekit.timers import decode_timer, decode_timers, timer_sort_key
+
+    keys = [timer_sort_key(ts, kg, KEY_SERIALIZER.dumps(k), KEY_SERIALIZER.dumps(ns)) for ts, kg, k, ns in timers]
+    assert decode_timers(keys) == [decode_timer(k)[0] for k in keys] == [Timer(ts, k, ns) for ts, _, k, ns in timers]
