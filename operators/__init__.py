@@ -10,25 +10,26 @@ from .assigners import (DynamicEventTimeSessionWindows, DynamicProcessingTimeSes
                         SlidingProcessingTimeWindows, TumblingEventTimeWindows, TumblingProcessingTimeWindows,
                         WindowAssigner, count_window)
 from .evictors import CountEvictor, Evictor, TimeEvictor, TimestampedValue
-from .functions import KeyedProcessFunction, ProcessWindowFunction, WindowRowsFunction
+from .functions import KeyedProcessFunction, ProcessWindowFunction, WindowColumnsFunction, WindowRowsFunction
 from .gc_pause import gc_paused
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, InvalidRecord, InvalidRecordError
 from .keyed_process import KeyedProcessOperator
 from .merging_window_set import MergingWindowSet
 from .operator import KeyedOperator
-from .output import Output
+from .output import Columns, Output
 from .triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger, EventTimeTrigger,
                        NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger, TriggerResult)
 from .window_operator import WindowOperator, readable_state
 from .windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow
 
 __all__ = [
+    "Columns",
     "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountEvictor", "CountTrigger",
     "DynamicEventTimeSessionWindows", "DynamicProcessingTimeSessionWindows", "EventTimeSessionWindows",
     "EventTimeTrigger", "Evictor", "GLOBAL_WINDOW", "GlobalWindow", "GlobalWindows", "InvalidRecord", "InvalidRecordError", "KeyedProcessFunction",
     "KeyedOperator", "KeyedProcessOperator", "MAX_EVENT_TIMESTAMP", "MIN_EVENT_TIMESTAMP", "MergingWindowAssigner", "MergingWindowSet", "NeverTrigger", "Output",
     "ProcessWindowFunction", "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger",
     "SlidingEventTimeWindows", "SlidingProcessingTimeWindows", "TimeEvictor", "TimeWindow", "TimestampedValue",
-    "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner", "WindowRowsFunction",
+    "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner", "WindowColumnsFunction", "WindowRowsFunction",
     "RowAggregate", "WindowOperator", "count_window", "gc_paused", "readable_state",
 ]

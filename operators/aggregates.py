@@ -205,6 +205,24 @@ class RowAggregate(PackedAggregate):
             j += _WIDTH.get(kind, 2)
         return [list(acc) for acc in zip(*per_agg)] if per_agg else [[] for _ in range(len(words))]
 
+    def result_columns_packed(self, words: Any) -> list[list]:
+        """``get_result``'s fields of packed rows, one list per aggregate: numpy where a column's values
+        are all ints or all floats (nulls allowed), per value otherwise."""
+        out: list[list] = []
+        j = 0
+        for kind, _ in self.aggs:
+            if kind == "count":
+                out.append(words[:, j].tolist())
+                j += 1
+                continue
+            tags, bits = words[:, j], words[:, j + 1]
+            if kind == "avg":
+                out.append(_averages(tags, bits, words[:, j + 2]))
+            else:
+                out.append(_values(tags, bits))
+            j += _WIDTH.get(kind, 2)
+        return out
+
     def accumulate_packed(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> Any:
         """Vectorized over runs of rows for int and float columns (nulls allowed); None for other
         columns, and where ``accumulate``'s numpy reductions would not match ``add`` (see ``_numeric``)."""
@@ -259,6 +277,40 @@ class RowAggregate(PackedAggregate):
                 out.append(np.add.reduceat(words[:, j + 2], starts))
             j += _WIDTH.get(kind, 2)
         return np.column_stack(out).astype(np.int64, copy=False) if out else np.zeros((len(starts), 0), np.int64)
+
+
+def _values(tags: np.ndarray, bits: np.ndarray) -> list:
+    """The packed values ``(tags, bits)`` as Python values (None for a null)."""
+    present = tags != _NONE
+    kinds = np.unique(tags[present])
+    if len(kinds) == 1 and kinds[0] in (_INT, _FLOAT):
+        values = (bits if kinds[0] == _INT else bits.view(np.float64)).tolist()
+        for i in np.flatnonzero(~present).tolist():
+            values[i] = None
+        return values
+    if not len(kinds):
+        return [None] * len(tags)
+    return [_unpacked(t, i, f) for t, i, f in zip(tags.tolist(), bits.tolist(), bits.view(np.float64).tolist())]
+
+
+def _averages(tags: np.ndarray, bits: np.ndarray, counts: np.ndarray) -> list:
+    """``sum / n`` of packed averages (None where n is 0), as Python divides them: in numpy when the
+    sums are floats, or ints that convert to float64 exactly (then one correctly rounded division)."""
+    some = counts > 0
+    kinds = np.unique(tags[some])
+    sums = None
+    if len(kinds) == 1 and int(counts.max()) <= 1 << 53:
+        if kinds[0] == _FLOAT:
+            sums = bits.view(np.float64)
+        elif kinds[0] == _INT and max(int(bits[some].max()), -int(bits[some].min())) <= 1 << 53:
+            sums = bits.astype(np.float64)
+    if sums is None and len(kinds):
+        return [(_unpacked(t, i, f) / n if n else None)
+                for t, i, f, n in zip(tags.tolist(), bits.tolist(), bits.view(np.float64).tolist(), counts.tolist())]
+    means = [None] * len(tags) if sums is None else (sums / np.where(some, counts, 1)).tolist()
+    for i in np.flatnonzero(~some).tolist():
+        means[i] = None
+    return means
 
 
 def _unpacked(tag: int, bits: int, real: float) -> Any:

@@ -48,6 +48,9 @@ class WindowSink(Protocol):
     def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
         """``fire_window`` of many windows, in this order (``[starts[i], ends[i])`` of ``keys[i]``)."""
 
+    def fire_windows_packed(self, keys: list, starts: np.ndarray, ends: np.ndarray, words: np.ndarray) -> None:
+        """``fire_windows`` of windows whose accumulators are packed rows (``PackedAggregate``)."""
+
     def clear_window(self, key: Any, window: TimeWindow) -> None:
         """``window`` is cleaned up (its per-window state goes)."""
 
@@ -307,8 +310,7 @@ class CellEngine(ABC):
         sink = self._sink
         if not len(cleared):  # fires only: handed over in one call
             r = fired[_pop_order(resolved, table.owner[fired], fire_at[fired], np.zeros(len(fired), np.int8))]
-            sink.fire_windows([resolved[i][0] for i in table.owner[r].tolist()], starts[r].tolist(),
-                              ends[r].tolist(), self._cells.function.unpack(accs[r]))
+            sink.fire_windows_packed([resolved[i][0] for i in table.owner[r].tolist()], starts[r], ends[r], accs[r])
             return
         rows = np.concatenate((fired, cleared))
         kinds = np.concatenate((np.zeros(len(fired), np.int8), np.ones(len(cleared), np.int8)))

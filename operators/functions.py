@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .output import rows_of
 
 
 class ProcessWindowFunction(ABC):
@@ -49,6 +53,32 @@ def window_rows(fn: WindowRowsFunction, keys: list, starts: list, ends: list, re
         raise TypeError(f"{type(fn).__qualname__}.rows made {len(rows)} outputs for {len(keys)} windows: "
                         f"a WindowRowsFunction makes one output per window")
     return rows
+
+
+class WindowColumnsFunction(WindowRowsFunction):
+    """A ``WindowRowsFunction`` that makes its outputs as columns: when the aggregate's results come
+    as columns too (``PackedAggregate.result_columns_packed``), fired windows reach the output
+    (and a Spark job's Arrow tables) without a Python object per window."""
+
+    @abstractmethod
+    def columns(self, keys: list, starts: Any, ends: Any, results: list[list]) -> list[Sequence[Any]]:
+        """One column per output field, one entry per window: window i is ``[starts[i], ends[i])``
+        (int64 arrays) of ``keys[i]``, its result's fields ``results[f][i]``."""
+
+    def rows(self, keys: list, starts: list, ends: list, results: list) -> list:
+        if not keys:
+            return []
+        fields = [list(field) for field in zip(*results)]
+        return rows_of(window_columns(self, keys, np.asarray(starts, np.int64), np.asarray(ends, np.int64), fields))
+
+
+def window_columns(fn: WindowColumnsFunction, keys: list, starts: Any, ends: Any, results: list[list]) -> list:
+    """``fn.columns(...)``, checked to make one entry per window in every column."""
+    columns = fn.columns(keys, starts, ends, results)
+    if not columns or any(len(c) != len(keys) for c in columns):
+        raise TypeError(f"{type(fn).__qualname__}.columns made columns of {[len(c) for c in columns]} entries for "
+                        f"{len(keys)} windows: a WindowColumnsFunction makes one entry per window in each column")
+    return columns
 
 
 class KeyedProcessFunction(ABC):

@@ -6,42 +6,71 @@ elements (late or invalid records), which state never holds, as they are."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
 
 from statekit import detached
 
 
 class Output:
-    """Collects ``(value, timestamp)`` records and tagged side outputs."""
+    """Collects ``(value, timestamp)`` records, whole columns of rows, and tagged side outputs."""
 
-    __slots__ = ("records", "side_outputs")
+    __slots__ = ("_rows", "_parts", "side_outputs")
 
     def __init__(self) -> None:
-        self.records: list[tuple[Any, int | None]] = []
+        self._rows: list[tuple[Any, int | None]] = []
+        self._parts: list[list[tuple[Any, int | None]] | Columns] = []
         self.side_outputs: dict[str, list[tuple[Any, int | None]]] = {}
 
     def collect(self, value: Any, timestamp: int | None) -> None:
-        self.records.append((detached(value), timestamp))
+        self._rows.append((detached(value), timestamp))
 
     def collect_all(self, values: Iterable[Any] | None, timestamp: int | None) -> None:
         """Collect every value of a function's returned/yielded results (None means none)."""
         if values is not None:
-            append = self.records.append
+            append = self._rows.append
             for v in values:
                 append((detached(v), timestamp))
 
     def collect_many(self, values: list, timestamps: list) -> None:
         """``collect`` of each value with the timestamp at the same position."""
-        self.records.extend(zip(map(detached, values), timestamps))
+        self._rows.extend(zip(map(detached, values), timestamps))
 
-    def side_output(self, tag: str, value: Any, timestamp: int | None) -> None:
-        self.side_outputs.setdefault(tag, []).append((value, timestamp))  # the user's own elements, never state
+    def collect_columns(self, columns: list[Sequence[Any]], timestamps: Any) -> None:
+        """Rows given as columns (row i: ``tuple(c[i] for c in columns)``, stamped ``timestamps[i]``),
+        kept as columns; they must not share objects with state (built fresh for the output)."""
+        if self._rows:
+            self._parts.append(self._rows)
+            self._rows = []
+        self._parts.append(Columns(columns, timestamps))
+
+    @property
+    def records(self) -> list[tuple[Any, int | None]]:
+        """Every record collected since the last drain, in order (columns as row tuples)."""
+        out: list[tuple[Any, int | None]] = []
+        for part in self.parts():
+            out += part.records() if isinstance(part, Columns) else part
+        return out
+
+    def parts(self) -> list:
+        """The records since the last drain in order: lists of ``(value, timestamp)`` and ``Columns``."""
+        return [*self._parts, self._rows] if self._rows else list(self._parts)
 
     def drain(self) -> list[tuple[Any, int | None]]:
         """The records collected since the last drain."""
-        out = self.records[:]
-        self.records.clear()
+        out = self.records
+        self._rows, self._parts = [], []
         return out
+
+    def drain_parts(self) -> list:
+        """``parts()``, then forgotten (what the Spark glue turns into Arrow tables, columns as they are)."""
+        out = self.parts()
+        self._rows, self._parts = [], []
+        return out
+
+    def side_output(self, tag: str, value: Any, timestamp: int | None) -> None:
+        self.side_outputs.setdefault(tag, []).append((value, timestamp))  # the user's own elements, never state
 
     def drain_side(self, tag: str) -> list[tuple[Any, int | None]]:
         """The side outputs under ``tag`` collected since the last drain of that tag."""
@@ -51,3 +80,23 @@ class Output:
         res = out[:]
         out.clear()
         return res
+
+
+class Columns(NamedTuple):
+    """Records collected as columns: row i is ``tuple(c[i] for c in columns)``, stamped ``timestamps[i]``."""
+
+    columns: list
+    timestamps: Any
+
+    def records(self) -> list[tuple[Any, int | None]]:
+        return list(zip(rows_of(self.columns), column_values(self.timestamps)))
+
+
+def column_values(column: Sequence[Any]) -> list:
+    """A column's values as Python objects (a numpy array's as ints, floats, ...)."""
+    return column.tolist() if isinstance(column, np.ndarray) else list(column)
+
+
+def rows_of(columns: list[Sequence[Any]]) -> list[tuple]:
+    """Columns as row tuples of Python values."""
+    return list(zip(*map(column_values, columns)))

@@ -30,7 +30,7 @@ from .batching import group_by_key
 from .cell_engine import CellEngine, WindowSink
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
-from .functions import ProcessWindowFunction, WindowRowsFunction, window_rows
+from .functions import ProcessWindowFunction, WindowColumnsFunction, WindowRowsFunction, window_columns, window_rows
 from .invalid import InvalidRecord, error
 from .merging_window_set import MergingWindowSet
 from .operator import KeyedOperator
@@ -232,6 +232,18 @@ class WindowOperator(KeyedOperator, WindowSink):
         data = list(map(self.function.get_result, accumulators)) if self.kind == _AGGREGATE else accumulators
         values = data if wf is None else window_rows(wf, keys, starts, ends, data)
         self._output.collect_many(values, [end - 1 for end in ends])  # each window's max_timestamp()
+
+    def fire_windows_packed(self, keys: list, starts: np.ndarray, ends: np.ndarray, words: np.ndarray) -> None:
+        """Results as columns straight from the packed words when the function computes them so and the
+        window function (if any) makes columns; else ``fire_windows`` of the unpacked accumulators."""
+        fn, wf = self._packed(), self.window_function
+        fields = fn.result_columns_packed(words) if wf is None or isinstance(wf, WindowColumnsFunction) else None
+        if not fields:
+            self.fire_windows(keys, starts.tolist(), ends.tolist(), fn.unpack(words))
+            return
+        self.metrics["windows_fired"] += len(keys)
+        columns = fields if wf is None else window_columns(wf, keys, starts, ends, fields)
+        self._output.collect_columns(columns, ends - 1)  # each window's max_timestamp()
 
     def clear_window(self, key: Any, window: TimeWindow) -> None:
         self._backend.set_current_key(key)

@@ -92,6 +92,12 @@ class PackedAggregate(ColumnarAggregate[ACC, OUT]):
     def merge_packed(self, words: Any, starts: Any) -> Any:
         """One row per group j: ``merge`` folded over rows ``words[starts[j]:starts[j+1]]`` in order, or None."""
 
+    def result_columns_packed(self, words: Any) -> list[list] | None:
+        """When ``get_result`` makes a tuple of fields: its results of packed rows as one list per field,
+        computed in bulk (equal to ``get_result(unpack(words)[i])[f]``), or None. Default: None (the
+        engine unpacks and calls ``get_result`` per window)."""
+        return None
+
 
 class StateDescriptor:
     """Base of all descriptors; ``kind`` tells a backend which state class to build."""

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ..checkpoint import JobRecord
 from ..durations import to_millis
-from ..operators import EventTimeSessionWindows, WindowOperator, WindowRowsFunction
+from ..operators import EventTimeSessionWindows, WindowColumnsFunction, WindowOperator
 from ..spark import RunSummary, run_keyed
 from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
@@ -58,11 +58,11 @@ def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
     return version + 1, {**earlier, version: before}
 
 
-class SessionRows(WindowRowsFunction):
+class SessionRows(WindowColumnsFunction):
     """Emits ``(key, start, end, *aggregates)`` per fired session."""
 
-    def rows(self, keys: list, starts: list, ends: list, results: list) -> list[tuple]:
-        return [(k, s, e, *r) for k, s, e, r in zip(keys, starts, ends, results)]
+    def columns(self, keys: list, starts: Any, ends: Any, results: list[list]) -> list:
+        return [keys, starts, ends, *results]
 
 
 def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap: int | str = "30s",

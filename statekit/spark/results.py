@@ -39,15 +39,48 @@ def output_table(rows: list[Any], schema: Any, what: str) -> Any:
                 got = f"{len(row)} values" if isinstance(row, (tuple, list)) else f"a {type(row).__name__}, not a tuple"
                 raise ResultSchemaError(f"{what} row {i} {_short(row)} does not fit the {what} schema "
                                         f"({_schema_text(schema)}): {width} values expected, got {got}")
-    arrays = []
-    for field, values in zip(schema, zip(*rows)):  # columns transposed in C, not row by row
-        try:
-            arrays.append(pa.array(values, field.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-            bad = _first_bad(values, field.type)
-            raise ResultSchemaError(f"{what} column {field.name!r} ({field.type}) of schema ({_schema_text(schema)}): "
-                                    f"{e}; offending row {bad}: {_short(rows[bad]) if bad is not None else '?'}") from None
-    return pa.Table.from_arrays(arrays, schema=schema)
+    columns = list(zip(*rows))  # transposed in C, not row by row
+    return pa.Table.from_arrays([_array(schema, field, values, rows.__getitem__, what)
+                                 for field, values in zip(schema, columns)], schema=schema)
+
+
+def columns_table(columns: list[Any], schema: Any, what: str) -> Any:
+    """Rows given as columns (lists or arrays, one per schema field) as a table of ``schema``, with
+    ``output_table``'s checks and errors; numpy columns convert without a Python object per value."""
+    import pyarrow as pa
+
+    width = len(schema)
+    if len(columns) != width:
+        raise ResultSchemaError(f"{what} columns do not fit the {what} schema ({_schema_text(schema)}): "
+                                f"{width} columns expected, got {len(columns)}")
+    row_of = lambda i: tuple(c[i] for c in columns)  # noqa: E731 (only for an error's message)
+    return pa.Table.from_arrays([_array(schema, field, values, row_of, what) for field, values in zip(schema, columns)],
+                                schema=schema)
+
+
+def parts_table(parts: list[Any], schema: Any, what: str) -> Any:
+    """An ``Output``'s drained parts (``Output.drain_parts``) as one table: lists of ``(row, timestamp)``
+    through ``output_table``, ``Columns`` through ``columns_table``."""
+    import pyarrow as pa
+
+    from ..operators import Columns
+
+    tables = [columns_table(p.columns, schema, what) if isinstance(p, Columns) else output_table([v for v, _ in p], schema, what)
+              for p in parts]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _array(schema: Any, field: Any, values: Any, row_of: Any, what: str) -> Any:
+    """One column as an Arrow array of its field's type; a value that does not convert is an error
+    naming the schema, the column and the row."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        bad = _first_bad(values, field.type)
+        raise ResultSchemaError(f"{what} column {field.name!r} ({field.type}) of schema ({_schema_text(schema)}): "
+                                f"{e}; offending row {bad}: {_short(row_of(bad)) if bad is not None else '?'}") from None
 
 
 def _first_bad(values: list[Any], arrow_type: Any) -> int | None:

@@ -29,7 +29,7 @@ from ..keygroups import key_groups_for_partition
 from ..operators import KeyedOperator, Output
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import TS
-from .results import output_table
+from .results import output_table, parts_table
 
 
 @dataclass
@@ -158,7 +158,7 @@ class LocalRun:
         op.process_columns(keys, timestamps, [valid.column(c).to_pylist() for c in job.row_columns])
         if self.epoch.watermark is not None:
             op.process_watermark(self.epoch.watermark)
-        results = output_table([v for v, _ in out.drain()], job.result_schema, "result")
+        results = parts_table(out.drain_parts(), job.result_schema, "result")
         reason = f"late: behind watermark {watermark_before}"
         late = [tuple(row) + (reason,) for row, _ in out.drain_side(LATE_TAG)]
         refused = [_invalid_row(job, r) for r, _ in out.drain_side(INVALID_TAG)]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import (ProcessWindowFunction, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
-                                WindowOperator, aligned_engine)
+                                Output, WindowOperator, aligned_engine)
 from statekit.operators.aligned_engine import AlignedEngine
 from tests.operators.test_session_engine import HALVES, KEYS, PACKED, WIDE, columns_of, concat, harness, run_epochs
 from tests.operators_support import Concat, KeyedWindowResult
@@ -68,10 +68,11 @@ def count_calls(monkeypatch, owner: object, name: str, calls: dict[str, int], co
 
 def spy_packed_paths(monkeypatch) -> dict[str, int]:
     """Count the engine's bulk merges of packed cells that merged, its packed watermarks and bulk fires."""
-    calls = {"merged_by_start": 0, "_advance_packed": 0, "fire_windows": 0}
+    calls = {"merged_by_start": 0, "_advance_packed": 0, "fire_windows_packed": 0, "collect_columns": 0}
     count_calls(monkeypatch, aligned_engine, "merged_by_start", calls, lambda args, result: result is not None)
     count_calls(monkeypatch, AlignedEngine, "_advance_packed", calls)
-    count_calls(monkeypatch, WindowOperator, "fire_windows", calls, lambda args, result: len(args[1]) > 0)
+    count_calls(monkeypatch, WindowOperator, "fire_windows_packed", calls, lambda args, result: len(args[1]) > 0)
+    count_calls(monkeypatch, Output, "collect_columns", calls)
     return calls
 
 
@@ -96,7 +97,7 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
 
     check()
     if function in PACKED:  # the bulk paths ran (not only their per-key fallbacks)
-        assert calls["_advance_packed"] > 0 and calls["fire_windows"] > 0 and packed_cells > 0, (calls, packed_cells)
+        assert calls["_advance_packed"] > 0 and calls["fire_windows_packed"] > 0 and packed_cells > 0, (calls, packed_cells)
         assert (calls["merged_by_start"] > 0) == (feed == "columns"), calls  # records carry no columns to fold packed
     engine.close()
     reference.close()
@@ -122,7 +123,7 @@ def test_packed_windows_merge_in_bulk_and_fire(backend_name, tmp_path, monkeypat
                 (("k", 110, 120, 1.5, 2.5, 2), 119)]
     outputs = [h.output() for h in hs]
     assert repr(outputs[0]) == repr(outputs[1]) and sorted(outputs[0]) == expected
-    assert calls["_advance_packed"] == 1 and calls["fire_windows"] == 1
+    assert calls["_advance_packed"] == 1 and calls["fire_windows_packed"] == calls["collect_columns"] == 1
     assert hs[0].num_entries() == 0
     for h in hs:
         h.close()

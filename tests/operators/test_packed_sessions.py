@@ -269,3 +269,25 @@ def test_merge_packed_refuses_sums_past_int64_min(aggs, accs, merged):
     assert words is not None                             # each accumulator fits int64
     got = fn.merge_packed(words, np.array([0]))
     assert got is None, f"merge_packed gave {fn.unpack(got)} instead of refusing (expected {merged})"
+
+
+@EXAMPLES
+@given(st.one_of(any_accumulators(), mergeable().map(lambda case: case[:2])))
+def test_result_columns_packed_equal_get_result(case):
+    """Results computed from packed words in bulk, one list per aggregate: the same values and types as
+    ``get_result`` of each unpacked accumulator (an avg of int sums divided as Python divides ints)."""
+    aggs, accs = case
+    fn = RowAggregate(aggs)
+    columns = fn.result_columns_packed(fn.pack(accs))
+    assert len(columns) == len(aggs) and all(len(c) == len(accs) for c in columns)
+    if aggs:
+        assert repr(list(zip(*columns))) == repr([fn.get_result(acc) for acc in accs])
+
+
+def test_an_average_of_large_int_sums_is_divided_exactly():
+    """Sums past 2**53 do not convert to float64 exactly: their averages are divided as Python ints."""
+    fn = RowAggregate([("avg", 0)])
+    accs = [[[2090926044445830980, 484]], [[-(1 << 60) - 7, 1 << 20]], [[0, 0]]]
+    expected = [[s / n if n else None for [[s, n]] in accs]]
+    assert repr(fn.result_columns_packed(fn.pack(accs))) == repr(expected)
+    assert float(2090926044445830980) / 484 != 2090926044445830980 / 484  # what a float64 division gets wrong

@@ -24,7 +24,7 @@ from statekit.operators.columns import factorize, session_runs
 from statekit.operators.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from statekit.jobs.sessionize import SessionRows
-from statekit.operators import WindowRowsFunction
+from statekit.operators import Output, WindowRowsFunction
 from tests.operators_support import Concat, KeyedWindowResult, fresh_stretch
 
 GAP = 10
@@ -97,9 +97,9 @@ def value_of(function: str, key: object, n: int, values: tuple) -> object:
 def spy_packed_paths(monkeypatch) -> dict[str, int]:
     """Count the engine's vectorized merges that merged (``merged`` not None), those that merged runs into
     stored sessions or into each other (fewer sessions out than in), and its packed watermarks."""
-    calls = {"merged": 0, "merged_into_stored": 0, "advance_packed": 0, "fire_windows": 0}
+    calls = {"merged": 0, "merged_into_stored": 0, "advance_packed": 0, "fire_windows": 0, "columns": 0}
     real_merged, real_advance = session_engine.merged, SessionEngine._advance_packed
-    real_fire = WindowOperator.fire_windows
+    real_fire, real_columns = WindowOperator.fire_windows_packed, Output.collect_columns
 
     def merged(table, run_owner, *args, **kwargs):
         result = real_merged(table, run_owner, *args, **kwargs)
@@ -116,9 +116,14 @@ def spy_packed_paths(monkeypatch) -> dict[str, int]:
         calls["fire_windows"] += len(keys) > 0
         return real_fire(self, keys, *args)
 
+    def collect_columns(self, *args):
+        calls["columns"] += 1
+        return real_columns(self, *args)
+
     monkeypatch.setattr(session_engine, "merged", merged)
     monkeypatch.setattr(SessionEngine, "_advance_packed", advance_packed)
-    monkeypatch.setattr(WindowOperator, "fire_windows", fire_windows)
+    monkeypatch.setattr(WindowOperator, "fire_windows_packed", fire_windows)
+    monkeypatch.setattr(Output, "collect_columns", collect_columns)
     return calls
 
 
