@@ -68,11 +68,19 @@ class HeapValueState(HeapCellState, ValueState):
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
         ns, table, dirty = self._ns, self._table, self._dirty
         if self._ttl is None and len(keys) == len(values):
-            types = set(map(type, values))
-            if types <= self._trusted and int not in types:  # no clears, nothing to check: one dict update
+            present = set(map(type, values))
+            types = present - {type(None)}
+            if types <= self._trusted and int not in types:  # nothing to check: one dict update, the clears apart
                 cks = self._cell_keys(keys)
-                table.update(zip(cks, values))
-                dirty.update(cks)
+                if types == present:
+                    table.update(zip(cks, values))
+                    dirty.update(cks)
+                    return
+                gone = [ck for ck, value in zip(cks, values) if value is None]
+                kept = [(ck, value) for ck, value in zip(cks, values) if value is not None]
+                table.update(kept)
+                dirty.update([ck for ck, _ in kept])
+                dirty.update([ck for ck in gone if table.pop(ck, ABSENT) is not ABSENT])
                 return
         for k, value in zip(keys, values, strict=True):
             ck = (key_identity(k[0]), ns)

@@ -6,7 +6,9 @@ incremental snapshot ships the timer changes of an epoch rather than every timer
 
 from __future__ import annotations
 
+from collections import deque
 from heapq import heapify, heappop, heappush
+from itertools import repeat
 from typing import Iterator
 
 from statekit import Timer, TimerQueue
@@ -44,18 +46,36 @@ class HeapTimerQueue(TimerQueue):
             self._heap = list(self._index)
             heapify(self._heap)
 
-    def add_many(self, sort_keys, timers, *, fresh: bool = False) -> None:  # membership is a dict lookup
+    def add_many(self, sort_keys, timers, *, fresh: bool = False) -> None:
+        """Fresh timers enter the index in one ``dict.update`` and the heap in one C loop (or one
+        ``heapify`` when they outnumber it); otherwise each is checked against the index first."""
         index, changes, heap = self._index, self._changes, self._heap
-        for sort_key, timer in zip(sort_keys, timers, strict=True):
-            if sort_key not in index:
-                index[sort_key] = changes[sort_key] = timer
-                heappush(heap, sort_key)
+        if len(sort_keys) != len(timers):
+            raise ValueError(f"{len(sort_keys)} sort keys but {len(timers)} timers")
+        if not fresh:
+            for sort_key, timer in zip(sort_keys, timers):
+                if sort_key not in index:
+                    index[sort_key] = changes[sort_key] = timer
+                    heappush(heap, sort_key)
+            return
+        index.update(zip(sort_keys, timers))
+        changes.update(zip(sort_keys, timers))
+        if len(sort_keys) > len(heap):
+            heap += sort_keys
+            heapify(heap)
+        else:
+            deque(map(heappush, repeat(heap), sort_keys), maxlen=0)
 
     def remove_many(self, sort_keys, *, present: bool = False) -> None:
+        """Present timers leave the index in one C loop; otherwise each is looked up first."""
         index, changes = self._index, self._changes
-        for sort_key in sort_keys:
-            if index.pop(sort_key, None) is not None:
-                changes[sort_key] = None
+        if present:
+            deque(map(index.pop, sort_keys, repeat(None)), maxlen=0)
+            changes.update(dict.fromkeys(sort_keys))
+        else:
+            for sort_key in sort_keys:
+                if index.pop(sort_key, None) is not None:
+                    changes[sort_key] = None
         self._compact()
 
     def poll_until(self, timestamp: int) -> list[Timer]:

@@ -93,13 +93,12 @@ class Router:
             parts, why_key = self._partitions(batch.column(self.key))
             ts, why_time = self._times(batch.column(self.time))
             if why_key and why_time:
-                why = [k if k is not None else t for k, t in zip(why_key, why_time)]
+                why = pa.array([k if k is not None else t for k, t in zip(why_key, why_time)], pa.string())
             else:
-                why = why_key or why_time or [None] * n
-            yield pa.RecordBatch.from_arrays(
+                why = pa.array(why_key or why_time, pa.string()) if why_key or why_time else pa.nulls(n, pa.string())
+            yield pa.RecordBatch.from_arrays(  # numbered with numpy: pa.array of a range iterates in Python
                 [*batch.columns, ts, pa.array(parts, pa.int32()), pa.array(np.asarray(self.routing, np.int32)[parts]),
-                 pa.array(range(seq, seq + n), pa.int64()), pa.array(why, pa.string()),
-                 pa.nulls(n, pa.int32())], schema=schema)
+                 pa.array(np.arange(seq, seq + n, dtype=np.int64)), why, pa.nulls(n, pa.int32())], schema=schema)
             seq += n
         P = self.partitions
         yield pa.RecordBatch.from_arrays(

@@ -150,3 +150,19 @@ def test_full_snapshots_of_the_entry_layout_still_restore(tmp_path, monkeypatch)
     layouts = [decode(SnapshotReader(s.storage, m).read(m.files_with_role("full")[0])).get("layout")
                for s, m in ((store, legacy), (CheckpointStore(str(tmp_path / "new")), new))]
     assert layouts == [None, "columns"]
+
+
+def test_a_delta_holds_what_a_bulk_write_set_and_cleared(tmp_path):
+    """``update_internal_many`` with values and Nones (clears, of present and absent cells): the next
+    delta carries every change, so a restore equals the backend."""
+    store = CheckpointStore(str(tmp_path), full_every=10, max_changelog_fraction=5.0)
+    b, v = fill(50)
+    store.commit("op", 0, b)
+    resolved, _ = b.resolve_keys(list(range(0, 60, 2)))
+    v.update_internal_many(resolved, [None if i % 3 else f"new-{i}" for i in range(len(resolved))])
+    assert store.commit("op", 1, b).manifest.snapshot["incremental"]
+    r = store.restore("op", HEAP, ALL)
+    r.backend.get_state(ValueStateDescriptor("v"))
+    assert normalized(r.backend) == normalized(b) and r.backend.state_entry_counts() == b.state_entry_counts()
+    r.backend.close()
+    b.close()
