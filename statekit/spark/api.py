@@ -141,7 +141,7 @@ class EpochRunner:
         clock = int(time.time() * 1000)
         limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
-        source = df if df is not None else self.spark.createDataFrame([], self.input_schema)
+        source = df if df is not None else _no_rows(self.spark, self.input_schema)
         inputs = source.rdd.getNumPartitions()
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs)
         router = Router(job.columns[0], job.columns[1], job.partitions, job.max_parallelism, self.routing,
@@ -378,3 +378,11 @@ def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, i
         raise errors[0]
     if not runner.stop_requested and query.exception() is not None:
         raise RuntimeError(f"streaming query failed: {query.exception()}")
+
+
+def _no_rows(spark: Any, schema: Any) -> Any:
+    """An empty DataFrame of ``schema`` in one partition, planned in the JVM (an empty
+    ``createDataFrame`` goes through a Python RDD: about a second of Python workers on a final epoch)."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0, 0, 1, 1).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
