@@ -15,6 +15,7 @@ import tempfile
 import time
 
 import numpy as np
+import pyarrow as pa
 
 from statekit import MAX_TIMESTAMP, StateConfig, available_backends, create_backend
 from statekit.clickstream import sessionize_reference
@@ -74,7 +75,7 @@ def run_operator(backend: str, n_events: int, n_keys: int) -> dict:
 
 PATHS = ("record path", "engine, records", "engine, columns")
 """The generic record path (``columnar=False``, one record at a time through MergingWindowSet),
-and the session engine fed ``process_batch`` records or ``process_columns`` columns."""
+and the session engine fed ``process_batch`` records or ``process_columns`` Arrow columns."""
 
 
 def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
@@ -84,9 +85,9 @@ def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
     epochs = []
     for i in range(0, len(data), EPOCH):
         part = sorted(data[i:i + EPOCH], key=lambda c: c.ts_ms)  # the Spark tasks sort by event time
-        if path == "engine, columns":
-            epochs.append(([c.user_id for c in part], np.array([c.ts_ms for c in part], np.int64),
-                           [[c.user_id for c in part], [c.ts_ms for c in part], [c.value for c in part]]))
+        if path == "engine, columns":  # Arrow arrays, as the Spark glue hands a task's columns over
+            users, ts = pa.array([c.user_id for c in part]), np.array([c.ts_ms for c in part], np.int64)
+            epochs.append((users, ts, [users, pa.array(ts), pa.array([c.value for c in part], pa.int64())]))
         else:
             epochs.append([(c.user_id, (c.user_id, c.ts_ms, c.value), c.ts_ms) for c in part])
     del data

@@ -7,8 +7,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from statekit import PackedAggregate
+
+from .columns import arrow_array
 
 KINDS = ("sum", "count", "min", "max", "avg", "first", "last")
 
@@ -21,7 +24,8 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 class RowAggregate(PackedAggregate):
     """SQL-style aggregates over row tuples: ``count`` counts rows; the others skip null values
     (and are null when a session has none); ``first``/``last`` keep the first/last non-null value in
-    the order the rows were added (order-sensitive: they are not commutative).
+    the order the rows were added (order-sensitive: they are not commutative); ``min``/``max`` order
+    NaN above every number, as Spark SQL does, and keep the earlier of equal values.
 
     Packed (``PackedAggregate``), an accumulator is one or more int64 words per aggregate: ``count``
     ``[n]``, ``avg`` ``[tag, sum, n]``, the others ``[tag, value]``, where the tag says whether the
@@ -92,9 +96,9 @@ class RowAggregate(PackedAggregate):
             elif kind == "sum":
                 accumulator[i] = cur + v
             elif kind == "min":
-                accumulator[i] = v if v < cur else cur
+                accumulator[i] = v if _below(v, cur) else cur
             elif kind == "max":
-                accumulator[i] = v if v > cur else cur  # "first" keeps what it has
+                accumulator[i] = v if _below(cur, v) else cur  # "first" keeps what it has
         return accumulator
 
     def accumulate(self, columns: Sequence[Sequence[Any]], order: Any, starts: Any) -> list[list]:
@@ -141,7 +145,7 @@ class RowAggregate(PackedAggregate):
             elif kind in ("first", "last"):
                 out.append(a if kind == "first" else b)
             else:
-                out.append(a + b if kind == "sum" else (min(a, b) if kind == "min" else max(a, b)))
+                out.append(a + b if kind == "sum" else (b if (_below(b, a) if kind == "min" else _below(a, b)) else a))
         return out
 
     def get_result(self, accumulator: list) -> tuple:
@@ -279,6 +283,12 @@ class RowAggregate(PackedAggregate):
         return np.column_stack(out).astype(np.int64, copy=False) if out else np.zeros((len(starts), 0), np.int64)
 
 
+def _below(a: Any, b: Any) -> bool:
+    """``a < b`` in the order of ``min``/``max``, where NaN is above every other value (as in Spark SQL):
+    a total order, so ``add`` one by one and ``merge`` of folded runs agree (ties keep the earlier value)."""
+    return a < b or (b != b and a == a)
+
+
 def _values(tags: np.ndarray, bits: np.ndarray) -> list:
     """The packed values ``(tags, bits)`` as Python values (None for a null)."""
     present = tags != _NONE
@@ -350,6 +360,9 @@ def _reduced(kind: str, values: np.ndarray, valid: np.ndarray, starts: np.ndarra
 def _masked(column: Sequence[Any], order: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
     """``column`` in ``order`` as (values, valid mask, tag) for int or float columns with nulls, or None
     where ``_numeric`` would refuse the values (mixed types, NaN, -0.0, sums that could overflow)."""
+    array = arrow_array(column)
+    if array is not None:
+        return _arrow_masked(array, order)
     if isinstance(column, np.ndarray) or None not in column:
         values = _numeric(column, order)
         if values is None:
@@ -368,6 +381,25 @@ def _masked(column: Sequence[Any], order: Any) -> tuple[np.ndarray, np.ndarray, 
     if values is None:
         return None
     return values, valid, _FLOAT if values.dtype.kind == "f" else _INT
+
+def _arrow_masked(array: pa.Array, order: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``_masked`` of an Arrow column, read as numpy without Python values: the same answer as for
+    the column's ``to_pylist()``."""
+    if len(array) and array.null_count == len(array):  # no values at all, whatever the type
+        return np.zeros(len(order), np.int64), np.zeros(len(order), bool), _INT
+    t = array.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return None
+    try:
+        array = array.cast(pa.int64() if pa.types.is_integer(t) else pa.float64())
+    except pa.ArrowInvalid:  # an unsigned value beyond int64
+        return None
+    values = _numeric(array.fill_null(0).to_numpy(), order)
+    if values is None:
+        return None
+    valid = np.ones(len(values), bool) if not array.null_count else array.is_valid().to_numpy(zero_copy_only=False)[order]
+    return values, valid, _FLOAT if values.dtype.kind == "f" else _INT
+
 
 def _numeric(column: Sequence[Any], order: Any) -> Any:
     """``column`` in ``order`` as an int64 or float64 array, or None when it has nulls or other types

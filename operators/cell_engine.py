@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState,
                       key_identity)
 
-from .columns import factorize
+from .columns import factorize, python_values
 from .gc_pause import gc_paused
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
 from .packed_cells import NO_TIMER, PackedCells, WindowTable
@@ -179,10 +179,12 @@ class CellEngine(ABC):
                  fold_packed: PackedFold | None) -> None:
         ts, good, problems = _timestamps(timestamps)
         codes, distinct = _codes(keys, good, problems)
+        resolved, refused = self._backend.resolve_keys(distinct)
+        if problems or refused:  # records named in side outputs: their keys as Python values
+            keys = python_values(keys)
         for r in sorted(problems):
             field, reason = problems[r]
             self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)
-        resolved, refused = self._backend.resolve_keys(distinct)
         wm = self._timers.current_watermark()
         rows = np.flatnonzero(good)
         c, t = codes[rows], ts[rows]
@@ -352,7 +354,7 @@ def _codes(keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.nd
     index: dict[Any, int] = {}
     first: list[Any] = []
     codes = np.zeros(len(keys), dtype=np.int64)
-    for r, k in enumerate(keys):
+    for r, k in enumerate(python_values(keys)):
         if not good[r]:
             continue
         try:

@@ -31,9 +31,54 @@ class Runs:
     starts: np.ndarray
 
 
+def arrow_array(column: Any) -> pa.Array | None:
+    """``column`` as one Arrow array when it is an Arrow array or chunked array, else None."""
+    if isinstance(column, pa.ChunkedArray):
+        return column.combine_chunks()
+    return column if isinstance(column, pa.Array) else None
+
+
+def python_values(column: Sequence[Any]) -> Sequence[Any]:
+    """``column`` indexable by row as Python values: an Arrow column converted, any other as given."""
+    array = arrow_array(column)
+    return column if array is None else array.to_pylist()
+
+
+class RowView:
+    """Row r of an epoch's value columns as ``tuple(c[r] for c in columns)`` of Python values; Arrow
+    columns are converted once, when a row or ``python()`` is first asked for (the columnar path of
+    numeric aggregates never asks)."""
+
+    def __init__(self, columns: Sequence[Sequence[Any]]) -> None:
+        self._columns = columns
+        self._python: list[Sequence[Any]] | None = None
+
+    def python(self) -> list[Sequence[Any]]:
+        """Every column as Python values by row."""
+        if self._python is None:
+            self._python = [python_values(c) for c in self._columns]
+        return self._python
+
+    def __call__(self, r: int) -> tuple:
+        return tuple(c[r] for c in self.python())
+
+
+def _plain_arrow(t: pa.DataType) -> bool:
+    """Arrow types whose values are plain keys (``PLAIN_KEY_TYPES``: str, int, bytes)."""
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
 def factorize(keys: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
     """Key codes per row and the distinct keys in order of first appearance, told apart by
-    ``key_identity`` (TypeError: an unhashable key)."""
+    ``key_identity`` (TypeError: an unhashable key). An Arrow column of plain keys without nulls is
+    encoded as it is, with no Python object per row."""
+    array = arrow_array(keys)
+    if array is not None:
+        if array.null_count == 0 and _plain_arrow(array.type):
+            encoded = array.dictionary_encode()
+            return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
+        keys = array.to_pylist()
     index: dict[Any, int] = {}
     first: list[Any] = []
     types = set(map(type, keys))

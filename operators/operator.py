@@ -15,6 +15,7 @@ import numpy as np
 
 from statekit import InternalTimerService, KeyedStateBackend, TimerTarget
 
+from .columns import python_values
 from .output import Output
 
 
@@ -43,8 +44,10 @@ class KeyedOperator(TimerTarget):
 
     def process_columns(self, keys: Sequence[Any], timestamps: Sequence[int], columns: Sequence[Sequence[Any]]) -> None:
         """An epoch as columns: record i is ``(keys[i], tuple(c[i] for c in columns), timestamps[i])``;
-        the same results as ``process_batch`` of those records (operators may take a faster path)."""
+        the same results as ``process_batch`` of those records (operators may take a faster path);
+        keys and columns may be Arrow arrays (their values as Python values)."""
         ts = np.asarray(timestamps).tolist()
+        keys, columns = python_values(keys), [python_values(c) for c in columns]
         self.process_batch(list(zip(keys, zip(*columns), ts)) if columns else [(k, (), t) for k, t in zip(keys, ts)])
 
     def process_element(self, key: Any, value: Any, timestamp: int | None = None) -> None:

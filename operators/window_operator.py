@@ -27,6 +27,7 @@ from .aligned_engine import AlignedEngine
 from .assigners import (EventTimeSessionWindows, MergingWindowAssigner, SlidingEventTimeWindows,
                         TumblingEventTimeWindows, WindowAssigner)
 from .batching import group_by_key
+from .columns import RowView
 from .cell_engine import CellEngine, WindowSink
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
@@ -284,15 +285,17 @@ class WindowOperator(KeyedOperator, WindowSink):
         timestamps[i])``; the same results, side outputs, state and timers as ``process_batch`` of them.
 
         Columnar windows go to their engine as columns; an AggregateFunction that implements
-        ``accumulate`` is then applied to whole runs of rows at once."""
+        ``accumulate`` is then applied to whole runs of rows at once. Keys and columns may be Arrow
+        arrays: the engine then makes Python values only of what it hands to Python code."""
         if self._engine is None:
             super().process_columns(keys, timestamps, columns)
             return
         fn = self.function
-        fold = None if not isinstance(fn, ColumnarAggregate) else (lambda order, starts: fn.accumulate(columns, order, starts))
+        rows = RowView(columns)
+        fold = None if not isinstance(fn, ColumnarAggregate) else (lambda order, starts: fn.accumulate(rows.python(), order, starts))
         packed = self._packed()
         fold_packed = None if packed is None else (lambda order, starts: packed.accumulate_packed(columns, order, starts))
-        self._engine.process(keys, np.asarray(timestamps), lambda r: tuple(c[r] for c in columns), fold, fold_packed)
+        self._engine.process(keys, np.asarray(timestamps), rows, fold, fold_packed)
 
     def process_watermark(self, watermark: int) -> None:
         if self._engine is None:

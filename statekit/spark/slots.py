@@ -153,9 +153,9 @@ class LocalRun:
         migrated = 0 if fast else op.metrics.get("state_migrated", 0)  # migrations run as a restored operator opens
         late_before = op.metrics.get("late_dropped", 0)
         watermark_before = op.current_watermark()
-        keys = valid.column(job.columns[0]).to_pylist()
         timestamps = valid.column(TS).to_numpy()
-        op.process_columns(keys, timestamps, [valid.column(c).to_pylist() for c in job.row_columns])
+        # Arrow in: the operator makes Python values only of what it hands to Python code
+        op.process_columns(valid.column(job.columns[0]), timestamps, [valid.column(c) for c in job.row_columns])
         if self.epoch.watermark is not None:
             op.process_watermark(self.epoch.watermark)
         results = parts_table(out.drain_parts(), job.result_schema, "result")

@@ -269,6 +269,24 @@ def test_accumulate_equals_folding_add(column):
         assert [type(x) for x in acc] == [type(x) for x in expected]
 
 
+@settings(max_examples=200, deadline=None)
+@given(head=st.lists(st.one_of(st.none(), st.just(float("nan")), HALVES), max_size=5),
+       tail=st.lists(st.one_of(st.none(), st.just(float("nan")), HALVES), max_size=5))
+@example(head=[0.5], tail=[float("nan"), -0.0])  # min: -0.0 one by one; a run's NaN must not hide it
+def test_merge_of_a_folded_run_equals_adding_it(head, tail):
+    """The ColumnarAggregate promise ``merge(a, fold(add, new, xs)) == fold(add, a, xs)`` that lets the
+    engines fold a run on its own, with NaN (ordered above every number), -0.0 ties and nulls."""
+    fn = RowAggregate([(k, 0) for k in ("sum", "min", "max", "avg", "first", "last")] + [("count", None)])
+
+    def fold(acc, xs):
+        for x in xs:
+            acc = fn.add((x,), acc)
+        return acc
+
+    a = fold(fn.create_accumulator(), head)
+    assert repr(fn.merge(a, fold(fn.create_accumulator(), tail))) == repr(fold(fold(fn.create_accumulator(), head), tail))
+
+
 def test_runs_cut_on_key_gap_and_stored_sessions():
     codes, distinct = factorize(["a", "b", "a", "a", "b", "a"])
     assert distinct == ["a", "b"] and codes.tolist() == [0, 1, 0, 0, 1, 0]
