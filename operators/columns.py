@@ -168,6 +168,15 @@ def first_at_or_after(c: np.ndarray, t: np.ndarray, qc: np.ndarray, qt: np.ndarr
     """For each query (qc[i], qt[i]): the first position p of the (code, time)-sorted rows with
     ``c[p] == qc[i] and t[p] >= qt[i]``, or ``len(c)`` (one past the end) when there is none."""
     n = len(c)
+    if not n or not len(qc):
+        return np.full(len(qc), n, np.int64)
+    lo = min(int(t.min()), int(qt.min()))
+    span = max(int(t.max()), int(qt.max())) - lo + 1
+    if span * (max(int(c.max()), int(qc.max())) + 1) < (1 << 62):  # (code, time) as one int64: a binary search
+        found = np.searchsorted(c * span + (t - lo), qc * span + (qt - lo))
+        hit = found < n
+        hit[hit] = c[found[hit]] == qc[hit]
+        return np.where(hit, found, n)
     all_c = np.concatenate((c, qc))
     all_t = np.concatenate((t, qt))
     is_row = np.concatenate((np.ones(n, dtype=np.int8), np.zeros(len(qc), dtype=np.int8)))

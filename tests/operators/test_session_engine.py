@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from statekit import StateConfig
 from statekit.operators import RowAggregate
 from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
-from statekit.operators.columns import factorize, session_runs
+from statekit.operators.columns import factorize, first_at_or_after, session_runs
 from statekit.operators.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from statekit.jobs.sessionize import SessionRows
@@ -285,6 +285,20 @@ def test_merge_of_a_folded_run_equals_adding_it(head, tail):
 
     a = fold(fn.create_accumulator(), head)
     assert repr(fn.merge(a, fold(fn.create_accumulator(), tail))) == repr(fold(fold(fn.create_accumulator(), head), tail))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 4), st.integers(-20, 20)), max_size=25),
+       queries=st.lists(st.tuples(st.integers(0, 5), st.integers(-25, 25)), max_size=10),
+       scale=st.sampled_from([1, 1 << 58]))  # 1 << 58: (code, time) does not fit one int64, the sort path
+def test_first_at_or_after_finds_the_first_row_of_the_key_at_or_after_the_time(rows, queries, scale):
+    rows = sorted(rows)
+    c, t = (np.array([r[i] for r in rows], np.int64).reshape(-1) * (scale if i else 1) for i in (0, 1))
+    qc, qt = (np.array([q[i] for q in queries], np.int64).reshape(-1) * (scale if i else 1) for i in (0, 1))
+    got = first_at_or_after(c, t, qc, qt).tolist()
+    expected = [next((p for p in range(len(rows)) if c[p] == a and t[p] >= b), len(rows))
+                for a, b in zip(qc.tolist(), qt.tolist())]
+    assert got == expected
 
 
 def test_runs_cut_on_key_gap_and_stored_sessions():
