@@ -199,8 +199,10 @@ class CellEngine(ABC):
         new_cells: dict[int, list] = {}
         slow_codes = np.flatnonzero(slow)
         if len(slow_codes):
-            by_key = rows[np.argsort(c, kind="stable")]
-            bounds = np.concatenate(([0], np.cumsum(per_key))).tolist()
+            slow_rows = rows[slow[c]]
+            slow_of = codes[slow_rows]
+            by_key = slow_rows[np.argsort(slow_of, kind="stable")]  # each slow key's rows together, in arrival order
+            bounds = np.concatenate(([0], np.cumsum(np.bincount(slow_of, minlength=len(distinct))))).tolist()
             # keys that may emit: in order of first appearance, each in arrival order
             for i in slow_codes.tolist():
                 key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()

@@ -74,7 +74,8 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
     why = rows.column(WHY)
     invalid = rows.filter(pc.is_valid(why))
     valid = rows.filter(pc.is_null(why))
-    valid = valid.take(pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")]))  # replay-stable order
+    order = pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")])  # replay-stable order
+    valid = valid.select([*job.columns, TS]).take(order)  # what the operator reads: no routing columns
     kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
     t1 = time.perf_counter()
     run = HostedRun(job, epoch, index, kgs) if job.state_host == "process" else LocalRun(job, epoch, index)
