@@ -9,6 +9,8 @@ The firing logic lives here once; backends supply only a ``TimerQueue``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
 import numpy as np
@@ -201,7 +203,8 @@ class InternalTimerService:
                                    fresh: bool = False) -> None:
         """``register_event_time_timer(namespace, timestamps[i])`` under each ``keys[i]``, in one call;
         ``fresh``: the caller knows none of them is registered (``TimerQueue.add_many``)."""
-        timers = [Timer(ts, k[0], namespace) for k, ts in zip(keys, timestamps)]
+        # Timer tuples made in C (``tuple.__new__``, as ``Timer._make`` does), not by a Python call each
+        timers = list(map(tuple.__new__, repeat(Timer), zip(timestamps, map(itemgetter(0), keys), repeat(namespace))))
         self._event.add_many(self._sort_keys(keys, namespace, timestamps), timers, fresh=fresh)
 
     def delete_event_time_timers(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int], *,

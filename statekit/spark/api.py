@@ -366,8 +366,9 @@ def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, i
         while query.isActive and not runner.stop_requested:
             query.awaitTermination(0.5)
         if runner.stop_requested:
-            with runner.busy:  # let the epoch in progress finish, then stop before the next one
-                query.stop()
+            with runner.busy:  # the epoch in progress finishes; a batch after it sees the stop and is refused
+                pass
+            query.stop()  # not under the lock: stopping waits for a batch Spark planned, which must get the lock to be refused
     except Exception:
         if not errors:
             raise
