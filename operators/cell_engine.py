@@ -178,10 +178,12 @@ class CellEngine(ABC):
     def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
                  fold_packed: PackedFold | None) -> None:
         ts, good, problems = _timestamps(timestamps)
+        if problems:  # coded row by row and named in side outputs: the keys as Python values, once
+            keys = python_values(keys)
         codes, distinct = _codes(keys, good, problems)
         resolved, refused = self._backend.resolve_keys(distinct)
-        if problems or refused:  # records named in side outputs: their keys as Python values
-            keys = python_values(keys)
+        if problems or refused:  # unhashable keys found by _codes, refused keys: named in side outputs
+            keys = python_values(keys)  # (a no-op once converted, and for a list)
         for r in sorted(problems):
             field, reason = problems[r]
             self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)

@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from statekit.operators import (EventTimeSessionWindows, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
                                 WindowOperator)
 from statekit.operators.aggregates import _masked
+from statekit.operators import cell_engine, columns
 from statekit.operators.columns import factorize
-from tests.operators.test_session_engine import WIDE, harness
+from tests.operators.test_session_engine import WIDE, harness, stored_cells
 from tests.operators_support import Concat, fresh_stretch
 
 ASSIGNERS = {
@@ -89,8 +90,7 @@ def test_arrow_columns_equal_python_columns_and_the_record_path(backend_name, tm
             late = [repr(h.side_output("late")) for h in hs]
             assert late[0] == late[1] == late[2]
             assert arrow.metrics == lists.metrics == reference.metrics
-            stored = [h.operator._engine._state.get_internal_many(h.backend.resolve_keys(sorted(set(keys)))[0])
-                      for h in (arrow, lists)]
+            stored = [stored_cells(h, sorted(set(keys))) for h in (arrow, lists)]
             assert repr(stored[0]) == repr(stored[1])  # the same cells (repr: NaN equals NaN), packed alike
         for h in hs:
             h.process_watermark(wm + 500)
@@ -100,6 +100,54 @@ def test_arrow_columns_equal_python_columns_and_the_record_path(backend_name, tm
     check()
     for h in hs:
         h.close()
+
+
+def test_a_clean_epoch_of_arrow_columns_makes_no_python_values_per_row(backend_name, tmp_path, monkeypatch):
+    """In time order, on time and packed: keys encoded and values folded as Arrow/numpy, no column turned
+    into Python values (what the Spark tasks' epochs take), with the results of Python lists."""
+    converted = []
+
+    def spy(column):
+        converted.append(len(column))
+        return real(column)
+
+    real = columns.python_values
+    monkeypatch.setattr(columns, "python_values", spy)
+    monkeypatch.setattr(cell_engine, "python_values", spy)
+    arrow, lists = (harness(operator("session", "packed", 0, False), backend_name, tmp_path, name) for name in ("a", "l"))
+    keys, ts = ["a", "b", "a", "c", "b"], np.array([100, 101, 105, 130, 150], np.int64)
+    cols = [keys, [1, None, 3, 4, 5], [7, 8, 9, 10, 11], [0.5, 1.5, None, 2.0, 0.25]]
+    arrow.process_columns(pa.array(keys), ts, [pa.array(c, t) for c, t in zip(cols, TYPES)])
+    assert converted == []
+    lists.process_columns(keys, ts, cols)
+    for h in (arrow, lists):
+        h.process_watermark(1_000)
+    outputs = [h.output() for h in (arrow, lists)]
+    assert converted == [] and arrow.num_entries() == lists.num_entries() == 0
+    assert repr(outputs[0]) == repr(outputs[1]) and len(outputs[0]) > 0
+    arrow.close()
+    lists.close()
+
+
+@pytest.mark.parametrize("keys, refused", [
+    (pa.array(["a", None, "b", "a"]), 2),  # a null key, and the row with the timestamp out of range below
+    (pa.array([["x"], ["y"], ["x"], ["z"]], pa.list_(pa.string())), 4),  # unhashable keys (lists), that row
+    (pa.array(["a", "b", "b", "a"]), 1)])  # plain keys: that row only
+def test_invalid_records_fed_as_arrow_are_named_as_for_python_lists(backend_name, tmp_path, keys, refused):
+    arrow, lists = (harness(operator("session", "packed", 0, False), backend_name, tmp_path, name) for name in ("a", "l"))
+    ts = np.array([100, 101, (1 << 62) + 1, 103], np.int64)  # past the latest event time
+    cols = [keys, pa.array([1, None, 3, 4], pa.int32()), pa.array([5, 6, 7, 8]), pa.array([0.5, 1.0, None, 2.0])]
+    arrow.process_columns(keys, ts, cols)
+    lists.process_columns(keys.to_pylist(), ts, [c.to_pylist() for c in cols])
+    invalid = [h.side_output("invalid") for h in (arrow, lists)]
+    assert repr(invalid[0]) == repr(invalid[1]) and len(invalid[0]) == refused
+    assert not any(isinstance(r.key, pa.Scalar) for r, _ in invalid[0])  # Python values, as from lists
+    for h in (arrow, lists):
+        h.process_watermark(1_000)
+    outputs = [h.output() for h in (arrow, lists)]
+    assert repr(outputs[0]) == repr(outputs[1]) and (len(outputs[0]) > 0) == (refused < 4) and arrow.metrics == lists.metrics
+    arrow.close()
+    lists.close()
 
 
 @pytest.mark.parametrize("keys", [
