@@ -20,7 +20,7 @@ import numpy as np
 from statekit import PackedAggregate
 
 from .cell_engine import CellEngine, Fold, PackedEntries, PackedFold, window_start
-from .columns import aligned_runs, aligned_windows
+from .columns import aligned_runs, aligned_windows, present_codes
 from .packed_cells import WindowTable
 from .windows import TimeWindow
 
@@ -79,7 +79,7 @@ class AlignedEngine(CellEngine):
         """Keys whose records' windows are all after the watermark: each (key, window) run merged after
         the window's stored accumulator, all at once when their cells are packed."""
         runs = aligned_runs(codes, ts, rows, self.size, self.slide, self.offset)
-        fast = np.unique(runs.codes)
+        fast = present_codes(runs.codes)
         cell_list = [cells[code] for code in fast.tolist()]
         if fold_packed is not None and self._cells is not None and all(type(x) is not list for x in cell_list):
             accs = fold_packed(runs.order, runs.starts)

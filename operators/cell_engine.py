@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState,
                       key_identity)
 
-from .columns import factorize, python_values
+from .columns import by_code, factorize, python_values
 from .gc_pause import gc_paused
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
 from .packed_cells import NO_TIMER, PackedCells, WindowTable
@@ -203,7 +203,7 @@ class CellEngine(ABC):
         if len(slow_codes):
             slow_rows = rows[slow[c]]
             slow_of = codes[slow_rows]
-            by_key = slow_rows[np.argsort(slow_of, kind="stable")]  # each slow key's rows together, in arrival order
+            by_key = slow_rows[by_code(slow_of)]  # each slow key's rows together, in arrival order
             bounds = np.concatenate(([0], np.cumsum(np.bincount(slow_of, minlength=len(distinct))))).tolist()
             # keys that may emit: in order of first appearance, each in arrival order
             for i in slow_codes.tolist():
@@ -259,12 +259,9 @@ class CellEngine(ABC):
 
     def _advance(self, watermark: int) -> None:
         previous = self._timers.current_watermark()
-        due = self._timers.take_due_event_time(watermark)
+        due, resolved = self._timers.take_due_event_time_scoped(watermark)
         if not due:
             return
-        resolved, refused = self._backend.resolve_keys([d.key for d in due])
-        if refused:  # a stored timer always has a valid key
-            raise RuntimeError(f"timer of an invalid key: {next(iter(refused.values()))}")
         cells = self._state.get_internal_many(resolved)
         if self._cells is not None and all(type(cell) is not list for cell in cells):
             self._advance_packed(resolved, cells, previous, watermark)

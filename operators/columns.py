@@ -101,14 +101,30 @@ def factorize(keys: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
     return codes, first
 
 
+def present_codes(codes: np.ndarray) -> np.ndarray:
+    """The distinct values of non-negative int codes, ascending (``np.unique``'s answer by counting, not sorting)."""
+    return np.flatnonzero(np.bincount(codes)) if len(codes) else np.zeros(0, np.int64)
+
+
+def by_code(codes: np.ndarray) -> np.ndarray:
+    """The stable order that groups equal non-negative int codes: a radix sort when they fit 16 bits."""
+    if len(codes) and codes.max() < 1 << 16:
+        codes = codes.astype(np.uint16)
+    return np.argsort(codes, kind="stable")
+
+
+def _ascending(values: np.ndarray) -> bool:
+    return len(values) < 2 or bool((values[1:] >= values[:-1]).all())
+
+
 def out_of_order_keys(codes: np.ndarray, timestamps: np.ndarray) -> np.ndarray:
     """Codes of the keys whose records are not in time order in arrival order."""
-    if len(timestamps) < 2 or (timestamps[1:] >= timestamps[:-1]).all():  # all in time order (the Spark tasks sort)
+    if _ascending(timestamps):  # all in time order (the Spark tasks sort)
         return np.zeros(0, np.int64)
-    by_key = np.argsort(codes, kind="stable")
+    by_key = by_code(codes)
     c, t = codes[by_key], timestamps[by_key]
     back = (c[1:] == c[:-1]) & (t[1:] < t[:-1])
-    return np.unique(c[1:][back])
+    return present_codes(c[1:][back])
 
 
 def session_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, gap: int,
@@ -117,7 +133,11 @@ def session_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, ga
 
     A run also starts at the first row of key ``touch_codes[i]`` with a timestamp in
     ``[touch_lo[i], touch_hi[i]]`` (where a stored session first comes within reach)."""
-    order = rows[np.lexsort((rows, timestamps[rows], codes[rows]))]
+    times = timestamps[rows]
+    if _ascending(rows) and _ascending(times):  # arrival order is time order (the Spark tasks sort): group keys stably
+        order = rows[by_code(codes[rows])]
+    else:
+        order = rows[np.lexsort((rows, times, codes[rows]))]
     c, t = codes[order], timestamps[order]
     cut = np.ones(len(order), dtype=bool)
     cut[1:] = (c[1:] != c[:-1]) | (t[1:] - t[:-1] > gap)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .cell_engine import CellEngine, Fold, PackedEntries, PackedFold, window_start
-from .columns import out_of_order_keys, session_runs
+from .columns import out_of_order_keys, present_codes, session_runs
 from .packed_sessions import merged
 from .windows import TimeWindow, touch
 
@@ -82,7 +82,7 @@ class SessionEngine(CellEngine):
         """Keys whose records are in time order and all after the watermark: merged run by run, or all
         at once when their cells are packed (returned as ``_store``'s packed entries)."""
         gap = self.gap
-        fast = np.unique(codes[rows])
+        fast = present_codes(codes[rows])
         cell_list = [cells[code] for code in fast.tolist()]
         table = None
         if fold_packed is not None and self._cells is not None and all(type(x) is not list for x in cell_list):

@@ -117,12 +117,11 @@ class TimerQueue(ABC):
 
     def poll_until(self, timestamp: int) -> list[Timer]:
         """Remove and return every timer due at ``timestamp`` (<=), in firing order."""
-        due = []
-        head = self.peek()
-        while head is not None and head.timestamp <= timestamp:
-            due.append(self.poll())
-            head = self.peek()
-        return due
+        return self.poll_until_keyed(timestamp)[1]
+
+    @abstractmethod
+    def poll_until_keyed(self, timestamp: int) -> tuple[list[bytes], list[Timer]]:
+        """``poll_until``, with each due timer's sort key (same order)."""
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -218,6 +217,24 @@ class InternalTimerService:
         order instead of firing them: for an operator that handles an epoch's timers in bulk."""
         self._watermark = watermark
         return self._event.poll_until(watermark)
+
+    def take_due_event_time_scoped(self, watermark: int) -> tuple[list[Timer], list[ResolvedKey]]:
+        """``take_due_event_time``, with each timer's key resolved as ``KeyedStateBackend.resolve_keys``
+        resolves it: read from the timer's sort key, where it was stored, not serialized and hashed again."""
+        self._watermark = watermark
+        sort_keys, timers = self._event.poll_until_keyed(watermark)
+        if not timers:
+            return timers, []
+        kgs = np.frombuffer(b"".join([sk[8:10] for sk in sort_keys]), ">u2").tolist()
+        namespaces = set(map(itemgetter(2), timers))
+        if len(namespaces) == 1:  # one namespace: its bytes end every sort key
+            end = -len(self._ns_bytes.get(namespaces.pop()) or self._namespace_bytes(timers[0].namespace))
+            kbs = [sk[10:end] for sk in sort_keys]
+        else:
+            nsb = self._ns_bytes.get
+            kbs = [sk[10:len(sk) - len(nsb(t.namespace) or self._namespace_bytes(t.namespace))]
+                   for sk, t in zip(sort_keys, timers)]
+        return timers, list(zip(map(itemgetter(1), timers), kgs, kbs))
 
     def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:
         self._event.add(*self._sort_key(namespace, timestamp))

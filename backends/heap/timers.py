@@ -78,18 +78,19 @@ class HeapTimerQueue(TimerQueue):
                     changes[sort_key] = None
         self._compact()
 
-    def poll_until(self, timestamp: int) -> list[Timer]:
+    def poll_until_keyed(self, timestamp: int) -> tuple[list[bytes], list[Timer]]:
         """Pops the heap while its head is due (removed keys still in the heap are skipped)."""
         bound = due_bound(timestamp)
         heap, index, changes = self._heap, self._index, self._changes
-        due = []
+        due, keys = [], []
         while heap and (bound is None or heap[0] < bound):
             sort_key = heappop(heap)
             timer = index.pop(sort_key, None)
             if timer is not None:
                 changes[sort_key] = None
                 due.append(timer)
-        return due
+                keys.append(sort_key)
+        return keys, due
 
     def _head(self) -> bytes | None:
         heap, index = self._heap, self._index

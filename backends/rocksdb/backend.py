@@ -80,7 +80,7 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
         return self._store.set_state_version(name, version)
 
     def _create_timer_queue(self, service: str, domain: str) -> RocksDBTimerQueue:
-        return RocksDBTimerQueue(self._store.timer_family(service, domain), self._timer_cache_size)
+        return RocksDBTimerQueue(*self._store.timer_family(service, domain), self._timer_cache_size)
 
     def flush(self) -> None:
         """End of an epoch: write the overlay as one WriteBatch, sweep TTL, write the sweep's deletes."""

@@ -14,19 +14,22 @@ from .db import Closed
 from .keys import STAMP_SIZE, stamp, stamp_of
 from .read_cache import ReadCache
 from .state import _MISS
+
+_BYTES_OR_NONE = frozenset((bytes, type(None)))
 from .state import RocksDBState
 
 
 class RocksDBCellState(RocksDBState, CellRules):
     """One value per cell; the overlay holds the objects written this epoch."""
 
-    __slots__ = ("_cache", "_check")
+    __slots__ = ("_cache", "_check", "_msgpack")
 
     def __init__(self, backend, descriptor, family, write_buffer) -> None:
         super().__init__(backend, descriptor, family, write_buffer)
         self._cache = ReadCache(backend._read_cache_entries, backend._read_cache_bytes)
         ser = descriptor.serializer
-        self._check = ser.check if type(ser) is MsgpackSerializer else ser.dumps
+        self._msgpack = type(ser) is MsgpackSerializer
+        self._check = ser.check if self._msgpack else ser.dumps
 
     def _validated(self, value: Any) -> Any:
         try:
@@ -154,6 +157,13 @@ class RocksDBValueState(RocksDBCellState, ValueState):
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
         kgp, nsb, check, ov = self._kgp, self._nsb, self._check, self._ov
         ttl = self._ttl is not None
+        if not ttl and self._msgpack and len(keys) == len(values) and set(map(type, values)) <= _BYTES_OR_NONE:
+            # nothing to check (msgpack encodes any bytes): one dict update in C, clears as ABSENT
+            values = [ABSENT if value is None else value for value in values]
+            ov.update(zip([kgp[kg] + kb + nsb for _, kg, kb in keys], values))
+            if len(ov) > self._limit:
+                self._wb.write()
+            return
         for (_, kg, kb), value in zip(keys, values, strict=True):
             ck = kgp[kg] + kb + nsb
             if value is None:

@@ -180,9 +180,9 @@ class RocksDBStore:
             self.db.put(_META_STATE + name.encode(), msgpack.packb([kind, ttl, version]))
         return before
 
-    def timer_family(self, service: str, domain: str) -> Rdict:
-        """The column family of one timer queue."""
-        return self.family(f"timers:{service}:{domain}")[0]
+    def timer_family(self, service: str, domain: str) -> tuple[Rdict, Any]:
+        """The column family of one timer queue and its handle for write batches."""
+        return self.family(f"timers:{service}:{domain}")
 
     def load_sequence(self) -> int:
         """The next list-element sequence number recorded in the DB (0 for a new DB)."""

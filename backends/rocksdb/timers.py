@@ -14,6 +14,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import Any, Iterator, Sequence
 
+from rocksdict import WriteBatch
+
 from statekit import Timer, TimerQueue, decode_timer
 from statekit.timers import decode_timers, due_bound
 
@@ -28,10 +30,11 @@ _COMPACT_AT = 1024
 class RocksDBTimerQueue(TimerQueue):
     """Timers of one (service, domain) in a RocksDB column family with an in-memory head cache."""
 
-    __slots__ = ("_db", "_capacity", "_keys", "_lo", "_timers", "_bound", "_size")
+    __slots__ = ("_db", "_handle", "_capacity", "_keys", "_lo", "_timers", "_bound", "_size")
 
-    def __init__(self, db: Any, capacity: int) -> None:
+    def __init__(self, db: Any, handle: Any, capacity: int) -> None:
         self._db = db
+        self._handle = handle
         self._capacity = capacity
         self._keys: list[bytes] = []      # sorted cached sort keys; the live ones are _keys[_lo:]
         self._lo = 0
@@ -101,32 +104,40 @@ class RocksDBTimerQueue(TimerQueue):
         return True
 
     def add_many(self, sort_keys: Sequence[bytes], timers: Sequence[Timer], *, fresh: bool = False) -> None:
-        """Fresh timers past the cache are written without the point read that ``add`` checks with."""
+        """Fresh timers past the cache are written in one WriteBatch, without the point read that
+        ``add`` checks with."""
         if not fresh:
             super().add_many(sort_keys, timers)
             return
-        put, added = self._db.put, 0
+        batch = self._batch()
         for sort_key, timer in zip(sort_keys, timers, strict=True):
             if self._covers(sort_key):
                 self.add(sort_key, timer)  # the cache knows what it holds
             else:
-                put(sort_key, b"")
-                added += 1
-        self._size += added
+                batch.put(sort_key, b"")
+        self._size += len(batch)
+        self._db.write(batch)
 
     def remove_many(self, sort_keys: Sequence[bytes], *, present: bool = False) -> None:
-        """Present timers past the cache are deleted without the point read that ``remove`` checks with."""
+        """Present timers past the cache are deleted in one WriteBatch, without the point read that
+        ``remove`` checks with."""
         if not present:
             super().remove_many(sort_keys)
             return
-        delete, removed = self._db.delete, 0
+        batch = self._batch()
         for sort_key in sort_keys:
             if self._covers(sort_key):
                 self.remove(sort_key)
             else:
-                delete(sort_key)
-                removed += 1
-        self._size -= removed
+                batch.delete(sort_key)
+        self._size -= len(batch)
+        self._db.write(batch)
+
+    def _batch(self) -> WriteBatch:
+        """An empty WriteBatch of this queue's column family."""
+        batch = WriteBatch(raw_mode=True)
+        batch.set_default_column_family(self._handle)
+        return batch
 
     def peek(self) -> Timer | None:
         keys = self._keys
@@ -159,20 +170,21 @@ class RocksDBTimerQueue(TimerQueue):
         self._size -= 1
         return head
 
-    def poll_until(self, timestamp: int) -> list[Timer]:
+    def poll_until_keyed(self, timestamp: int) -> tuple[list[bytes], list[Timer]]:
         """The due timers in firing order: the cache's due head, then, when it runs dry, the due ones
         past its bound read in one scan; each stretch leaves RocksDB in one range delete, not a point
         delete per timer. The cache is left empty below a bound no due timer remains under."""
         bound = due_bound(timestamp)
         keys, lo, timers = self._keys, self._lo, self._timers
         end = len(keys) if bound is None else bisect_left(keys, bound, lo)
-        due = [timers.pop(k) for k in keys[lo:end]]
+        due_keys = keys[lo:end]
+        due = list(map(timers.pop, due_keys))
         if due:
             self._db.delete_range(keys[lo], keys[end - 1] + b"\x00")
         if end < len(keys) or self._bound is None:  # a timer left in the cache is not due, or none is past it
             self._lo = end
             self._size -= len(due)
-            return due
+            return due_keys, due
         it = self._db.iter()
         it.seek(self._bound)
         if it.valid() and it.key() == self._bound:
@@ -184,12 +196,13 @@ class RocksDBTimerQueue(TimerQueue):
         if scanned:
             self._db.delete_range(scanned[0], scanned[-1] + b"\x00")
             due += decode_timers(scanned)
+            due_keys += scanned
             self._bound = scanned[-1] if it.valid() else None
         elif not it.valid():
             self._bound = None
         self._keys, self._lo = [], 0
         self._size -= len(due)
-        return due
+        return due_keys, due
 
     def __len__(self) -> int:
         return self._size
@@ -218,7 +231,7 @@ class RocksDBTimerQueue(TimerQueue):
 
     def _release(self, closed: Closed) -> None:
         """Drop the cache and the column family; later use raises StateError."""
-        self._db = closed
+        self._db = self._handle = closed
         self._keys = []
         self._lo = 0
         self._timers = {}

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from ..checkpoint import JobRecord
 from ..durations import to_millis
 from ..operators import EventTimeSessionWindows, WindowColumnsFunction, WindowOperator
-from ..spark import RunSummary, run_keyed
+from ..spark import RunSummary, run_keyed, warm_up_workers
 from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
@@ -91,6 +91,7 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     parsed = parse_aggs(aggs)
     required = [(key, "key"), (time, "time")] + [(a.column, f"--agg {a.kind}") for a in parsed if a.column]
+    warm_up_workers(spark)  # overlaps reading the input's schema
     df, schema = read_files(spark, input, fmt=fmt, time=time, required=required, stream=mode == "stream")
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
     out_schema = session_result_schema(schema, key, [(a.name, a.kind, a.column) for a in parsed])

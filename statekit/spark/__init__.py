@@ -14,7 +14,8 @@ from .session import DEFAULT_MASTER, spark_session
 from .sink import METRICS_FILE, OutputDir
 from .sinks import DeltaSink, EpochSink, FunctionSink
 from .state import read_state_df
+from .warmup import warm_up_workers
 
 __all__ = ["DEFAULT_MASTER", "EpochLog", "EpochRecord", "FAULT_ENV", "Fault", "InjectedFault", "InputError",
            "DeltaSink", "EpochSink", "FunctionSink", "JavaNotFoundError", "LATE_TAG", "METRICS_FILE", "OutputDir", "RunSummary", "StopRequested", "find_java",
-           "read_state_df", "resolve_config", "run_keyed", "spark_session"]
+           "read_state_df", "resolve_config", "run_keyed", "spark_session", "warm_up_workers"]

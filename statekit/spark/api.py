@@ -42,6 +42,7 @@ from .records import ROUTE, Router, routed_schema, routing_values
 from .sink import OutputDir
 from .sinks import EpochSink, as_sink
 from .tasks import run_partition
+from .warmup import warm_up_workers
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
@@ -232,6 +233,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
 
     spark = df.sparkSession
+    warm_up_workers(spark)  # the workers start while the run is planned (once per application)
     streaming = df.isStreaming
     mode = mode or ("stream" if streaming else "batch")
     if mode not in ("stream", "batch"):

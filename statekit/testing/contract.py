@@ -1698,6 +1698,38 @@ def test_bulk_timers_equal_one_call_per_key(make_backend):
         tm.register_event_time_timers(resolved[:1], "ns", [1.5])
 
 
+def test_due_timers_come_with_their_keys_resolved(make_backend):
+    """``take_due_event_time_scoped``: the due timers ``take_due_event_time`` takes, each with its key
+    resolved as ``resolve_keys`` resolves it, whatever the keys and namespaces (one or several)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    keys_ = st.one_of(st.integers(-(1 << 63), (1 << 64) - 1), st.text(max_size=4), st.binary(max_size=3),
+                      st.tuples(st.integers(-3, 3), st.text(max_size=2)))
+    namespaces_ = st.one_of(st.none(), st.integers(-2, 2), st.text(max_size=2), st.tuples(st.integers(0, 2)))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(timers=st.lists(st.tuples(keys_, namespaces_, st.integers(-5, 5)), max_size=30),
+           watermarks=st.lists(st.integers(-6, 6), min_size=1, max_size=3))
+    def check(timers, watermarks):
+        scoped, plain = make_backend(), make_backend()
+        ts, tp = scoped.timer_service("t", None), plain.timer_service("t", None)
+        for key, namespace, t in timers:
+            for b, svc in ((scoped, ts), (plain, tp)):
+                b.set_current_key(key)
+                svc.register_event_time_timer(namespace, t)
+        for wm in sorted(watermarks):
+            due, resolved = ts.take_due_event_time_scoped(wm)
+            assert due == tp.take_due_event_time(wm)
+            expected, refused = plain.resolve_keys([t.key for t in due])
+            assert not refused and repr(resolved) == repr(expected)
+            assert ts.current_watermark() == wm
+        scoped.close()
+        plain.close()
+
+    check()
+
+
 def test_bulk_key_resolution_equals_one_key_at_a_time(make_backend):
     """``resolve_keys`` (cold and with a warm cache) and ``key_groups_of`` of many keys at once equal
     ``set_current_key``'s scope and ``key_group_of`` of each key; a key it cannot serialize is refused

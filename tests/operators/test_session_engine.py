@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
 from statekit import StateConfig
 from statekit.operators import RowAggregate
 from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
-from statekit.operators.columns import factorize, first_at_or_after, session_runs
+from statekit.operators.columns import by_code, factorize, first_at_or_after, present_codes, session_runs
 from statekit.operators.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from statekit.jobs.sessionize import SessionRows
@@ -299,6 +299,26 @@ def test_first_at_or_after_finds_the_first_row_of_the_key_at_or_after_the_time(r
     expected = [next((p for p in range(len(rows)) if c[p] == a and t[p] >= b), len(rows))
                 for a, b in zip(qc.tolist(), qt.tolist())]
     assert got == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(st.tuples(st.integers(0, 6), st.integers(-20, 20)), max_size=30),
+       sort_times=st.booleans(), keep=st.lists(st.booleans(), min_size=30, max_size=30),
+       code_scale=st.sampled_from([1, 1 << 15, 1 << 20]))  # 1 << 20: codes past 16 bits, no radix sort
+@example(records=[(2, 0), (0, 1), (3, 1)], sort_times=True, keep=[True] * 30, code_scale=1 << 15)  # 65536 > 16 bits
+def test_runs_group_rows_by_key_then_time_then_row_either_way_they_arrive(records, sort_times, keep, code_scale):
+    """``session_runs``' order (and ``by_code``, ``present_codes``): rows by key, time and row, whether
+    the epoch arrives in time order (grouped by a stable sort of the codes) or not (a full sort)."""
+    if sort_times:
+        records = sorted(records, key=lambda r: r[1])
+    codes = np.array([c * code_scale for c, _ in records], np.int64)
+    ts = np.array([t for _, t in records], np.int64)
+    rows = np.flatnonzero(np.array(keep[:len(records)], dtype=bool))
+    assume(len(rows))  # the engine runs the rows of at least one key
+    runs = session_runs(codes, ts, rows, 5, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert runs.order.tolist() == sorted(rows.tolist(), key=lambda r: (codes[r], ts[r], r))
+    assert by_code(codes).tolist() == np.argsort(codes, kind="stable").tolist()
+    assert present_codes(codes).tolist() == np.unique(codes).tolist()
 
 
 def test_runs_cut_on_key_gap_and_stored_sessions():
