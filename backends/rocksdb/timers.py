@@ -115,8 +115,9 @@ class RocksDBTimerQueue(TimerQueue):
                 self.add(sort_key, timer)  # the cache knows what it holds
             else:
                 batch.put(sort_key, b"")
-        self._size += len(batch)
-        self._db.write(batch)
+        if len(batch):
+            self._size += len(batch)
+            self._db.write(batch)
 
     def remove_many(self, sort_keys: Sequence[bytes], *, present: bool = False) -> None:
         """Present timers past the cache are deleted in one WriteBatch, without the point read that
@@ -130,8 +131,9 @@ class RocksDBTimerQueue(TimerQueue):
                 self.remove(sort_key)
             else:
                 batch.delete(sort_key)
-        self._size -= len(batch)
-        self._db.write(batch)
+        if len(batch):
+            self._size -= len(batch)
+            self._db.write(batch)
 
     def _batch(self) -> WriteBatch:
         """An empty WriteBatch of this queue's column family."""
