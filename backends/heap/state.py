@@ -8,6 +8,7 @@ cell in ``_dirty`` so that an incremental snapshot can ship just what changed.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Callable, Iterator
 
 from statekit.cell_rules import ABSENT, NamespaceMerging
@@ -129,8 +130,9 @@ class HeapState(InternalKeyedState, InternalKvState):
         table = self._table
         if not table:
             return [], [], []
-        idents, namespaces = map(list, zip(*table))
-        return list(map(key_of_identity, idents)), namespaces, list(map(self._cell_out, table.values()))
+        idents, namespaces = list(map(itemgetter(0), table)), list(map(itemgetter(1), table))
+        keys = idents if tuple not in set(map(type, idents)) else list(map(key_of_identity, idents))  # plain keys: themselves
+        return keys, namespaces, list(map(self._cell_out, table.values()))
 
     def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
         ck = (key_identity(key), namespace)

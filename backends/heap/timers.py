@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from heapq import heapify, heappop, heappush
 from itertools import repeat
+from operator import itemgetter
 from typing import Iterator
 
 from statekit import Timer, TimerQueue
@@ -123,7 +124,7 @@ class HeapTimerQueue(TimerQueue):
     def columns(self) -> tuple[list, list, list]:
         """Timestamps, keys and namespaces of every timer, in no particular order (a snapshot's)."""
         timers = self._index.values()
-        return tuple(map(list, zip(*timers))) if timers else ([], [], [])
+        return tuple(list(map(itemgetter(i), timers)) for i in range(3))
 
     def clear(self) -> None:
         for k in self._index:
