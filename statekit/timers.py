@@ -16,12 +16,15 @@ from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 import numpy as np
 
 from .errors import SerializationError
+from .key_identity import PLAIN_KEY_TYPES, key_identity
 from .serialization import KEY_SERIALIZER, loads_prefix, loads_stream
 from .state import ResolvedKey
 
 
 _TS_BIAS = 1 << 63
 _NS_CACHE_LIMIT = 1 << 14
+_SELF_IDENTICAL = PLAIN_KEY_TYPES | {type(None)}
+"""Namespace types whose values are equal exactly when they serialize alike."""
 MIN_TIMESTAMP = -(1 << 63)
 MAX_TIMESTAMP = (1 << 63) - 1
 
@@ -173,23 +176,22 @@ class InternalTimerService:
         key, kg, kb = self._backend.current_key_scope()
         if not isinstance(timestamp, int) or not MIN_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
             raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {timestamp!r}")
-        nsb = self._ns_bytes.get(namespace)
-        if nsb is None:
-            nsb = self._namespace_bytes(namespace)
-        return (timer_sort_key(timestamp, kg, kb, nsb), Timer(timestamp, key, namespace))
+        return (timer_sort_key(timestamp, kg, kb, self._namespace_bytes(namespace)), Timer(timestamp, key, namespace))
 
     def _namespace_bytes(self, namespace: Any) -> bytes:
-        """Serialized namespace, cached: a window's timer is registered and deleted with the same namespace."""
+        """Serialized namespace, cached by identity (a window's timer is registered and deleted with the same
+        namespace; ``1``, ``1.0`` and ``True`` are equal in Python but three namespaces)."""
         cache = self._ns_bytes
-        if len(cache) >= _NS_CACHE_LIMIT:
-            cache.clear()
-        nsb = cache[namespace] = KEY_SERIALIZER.dumps(namespace)
+        ident = key_identity(namespace)
+        nsb = cache.get(ident)
+        if nsb is None:
+            if len(cache) >= _NS_CACHE_LIMIT:
+                cache.clear()
+            nsb = cache[ident] = KEY_SERIALIZER.dumps(namespace)
         return nsb
 
     def _sort_keys(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> list[bytes]:
-        nsb = self._ns_bytes.get(namespace)
-        if nsb is None:
-            nsb = self._namespace_bytes(namespace)
+        nsb = self._namespace_bytes(namespace)
         if len(keys) != len(timestamps):
             raise ValueError(f"timer service '{self.name}': {len(keys)} keys but {len(timestamps)} timestamps")
         if not set(map(type, timestamps)) <= {int} or \
@@ -226,14 +228,13 @@ class InternalTimerService:
         if not timers:
             return timers, []
         kgs = np.frombuffer(b"".join([sk[8:10] for sk in sort_keys]), ">u2").tolist()
-        namespaces = set(map(itemgetter(2), timers))
-        if len(namespaces) == 1:  # one namespace: its bytes end every sort key
-            end = -len(self._ns_bytes.get(namespaces.pop()) or self._namespace_bytes(timers[0].namespace))
+        spaces = list(map(itemgetter(2), timers))
+        if set(map(type, spaces)) <= _SELF_IDENTICAL and len(set(spaces)) == 1:  # one namespace ends every sort key
+            end = -len(self._namespace_bytes(spaces[0]))
             kbs = [sk[10:end] for sk in sort_keys]
         else:
-            nsb = self._ns_bytes.get
-            kbs = [sk[10:len(sk) - len(nsb(t.namespace) or self._namespace_bytes(t.namespace))]
-                   for sk, t in zip(sort_keys, timers)]
+            nsb = self._namespace_bytes
+            kbs = [sk[10:len(sk) - len(nsb(ns))] for sk, ns in zip(sort_keys, spaces)]
         return timers, list(zip(map(itemgetter(1), timers), kgs, kbs))
 
     def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:

@@ -1698,6 +1698,22 @@ def test_bulk_timers_equal_one_call_per_key(make_backend):
         tm.register_event_time_timers(resolved[:1], "ns", [1.5])
 
 
+def test_timer_namespaces_equal_in_python_but_serialized_apart_are_apart(make_backend):
+    """``1``, ``True`` and ``1.0`` (and ``0.0`` and ``-0.0``) are equal in Python but serialize apart:
+    timers under them are distinct timers that fire with their own namespace, whatever was registered first."""
+    b = make_backend()
+    tm = b.timer_service("t", None)
+    b.set_current_key("k")
+    spaces = [1, True, 1.0, 0.0, -0.0, 1]
+    for ns in spaces:
+        tm.register_event_time_timer(ns, 5)
+    tm.delete_event_time_timer(True, 5)
+    due = tm.take_due_event_time(5)
+    got = sorted((type(t.namespace).__name__, repr(t.namespace)) for t in due)
+    assert got == [("float", "-0.0"), ("float", "0.0"), ("float", "1.0"), ("int", "1")]
+    b.close()
+
+
 def test_due_timers_come_with_their_keys_resolved(make_backend):
     """``take_due_event_time_scoped``: the due timers ``take_due_event_time`` takes, each with its key
     resolved as ``resolve_keys`` resolves it, whatever the keys and namespaces (one or several)."""
@@ -1706,7 +1722,8 @@ def test_due_timers_come_with_their_keys_resolved(make_backend):
 
     keys_ = st.one_of(st.integers(-(1 << 63), (1 << 64) - 1), st.text(max_size=4), st.binary(max_size=3),
                       st.tuples(st.integers(-3, 3), st.text(max_size=2)))
-    namespaces_ = st.one_of(st.none(), st.integers(-2, 2), st.text(max_size=2), st.tuples(st.integers(0, 2)))
+    namespaces_ = st.one_of(st.none(), st.integers(-2, 2), st.booleans(), st.sampled_from([0.0, -0.0, 1.0]),
+                            st.text(max_size=2), st.tuples(st.integers(0, 2)))
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(timers=st.lists(st.tuples(keys_, namespaces_, st.integers(-5, 5)), max_size=30),
