@@ -13,10 +13,9 @@ from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, Merging
 from .db import Closed
 from .keys import STAMP_SIZE, stamp, stamp_of
 from .read_cache import ReadCache
-from .state import _MISS
+from .state import _MISS, RocksDBState
 
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
-from .state import RocksDBState
 
 
 class RocksDBCellState(RocksDBState, CellRules):
