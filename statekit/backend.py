@@ -50,10 +50,11 @@ NO_KEY = NoKey()
 class InternalKeyedState(ABC):
     """What a backend's state classes offer the backend (not the user).
 
-    A state that keeps its scope as a ``(key_identity(key), namespace)`` tuple in ``_ck`` (namespace in
-    ``_ns``) may set ``TUPLE_SCOPED = True``: ``set_current_key`` then sets ``_ck`` itself, without a call
-    per state, reusing one cached ``(identity, None)`` tuple per key for the void namespace (so dict lookups
-    meet the identical tuple). ``_set_key`` is still used when the state is registered under a key.
+    A state that keeps its scope as a ``(key_identity(key), key_identity(namespace))`` tuple in ``_ck``
+    (the namespace's identity in ``_ns``) may set ``TUPLE_SCOPED = True``: ``set_current_key`` then sets
+    ``_ck`` itself, without a call per state, reusing one cached ``(identity, None)`` tuple per key for the
+    void namespace (so dict lookups meet the identical tuple). ``_set_key`` is still used when the state
+    is registered under a key.
     """
 
     __slots__ = ()
@@ -466,17 +467,18 @@ class KeyedStateBackend(ABC):
         dumps = KEY_SERIALIZER.dumps
         kbs = [dumps(x[1]) for x in timers]
         groups = key_groups_for_bytes(kbs, self.max_parallelism)
-        namespaces: dict[Any, bytes] = {}
+        namespaces: dict[Any, bytes] = {}  # by identity: 1, 1.0 and True serialize apart
         try:
-            for x in timers:
-                if x[2] not in namespaces:
-                    namespaces[x[2]] = dumps(x[2])
+            idents = [key_identity(x[2]) for x in timers]
+            for x, ident in zip(timers, idents):
+                if ident not in namespaces:
+                    namespaces[ident] = dumps(x[2])
         except TypeError:  # an unhashable namespace: each serialized on its own
             return [timer_sort_key(x[0], kg, kb, dumps(x[2])) for x, kg, kb in zip(timers, groups.tolist(), kbs)], groups
         if len(namespaces) <= 1:
             nsb = next(iter(namespaces.values()), b"")
             return timer_sort_keys([x[0] for x in timers], groups.tolist(), kbs, nsb), groups
-        return [timer_sort_key(x[0], kg, kb, namespaces[x[2]]) for x, kg, kb in zip(timers, groups.tolist(), kbs)], groups
+        return [timer_sort_key(x[0], kg, kb, namespaces[i]) for x, kg, kb, i in zip(timers, groups.tolist(), kbs, idents)], groups
 
     def _import_pending(self, name: str, descriptor: StateDescriptor, st: InternalKeyedState, pending: dict) -> bool:
         """Fill a state registered after a restore; True when its cells were migrated from another version."""

@@ -50,11 +50,12 @@ class NamespaceMerging(CellAccess):
 
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
         cell_key = self._cell_keys()
+        tck = cell_key(target)
         merged = ABSENT
         for src in sources:
-            if src == target:
-                continue
             sck = cell_key(src)
+            if sck == tck:  # the target's own cell (by identity: a source 1 is not a target True)
+                continue
             cell = self._cell(sck)
             if cell is ABSENT:
                 continue
@@ -62,7 +63,6 @@ class NamespaceMerging(CellAccess):
             merged = cell if merged is ABSENT else self._merge_cells(merged, cell)
         if merged is ABSENT:
             return
-        tck = cell_key(target)
         current = self._cell(tck)
         self._stored(tck, merged if current is ABSENT else self._merge_cells(current, merged))
 

@@ -1,7 +1,7 @@
-"""Which keys are one key: their serialized form decides, as it does for key groups and the RocksDB
-backend, not Python equality (which makes ``1``, ``1.0`` and ``True`` one dict key, and ``0.0`` and
-``-0.0``). Every backend and operator groups and stores by ``key_identity``, so a backend never changes
-which records share state."""
+"""Which keys (and which namespaces) are one: their serialized form decides, as it does for key groups
+and the RocksDB backend, not Python equality (which makes ``1``, ``1.0`` and ``True`` one dict key, and
+``0.0`` and ``-0.0``). Every backend and operator groups and stores keys and namespaces by
+``key_identity``, so a backend never changes which records share state."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ from typing import Any
 
 PLAIN_KEY_TYPES = frozenset((str, int, bytes))
 """Key types that are their own identity: callers on the per-record path test for them inline."""
+SELF_IDENTICAL_TYPES = PLAIN_KEY_TYPES | {type(None)}
+"""Types whose values are their own identity (None too: a namespace, never a key, may be None)."""
 _TUPLE = object()
 """Tags a tuple's identity (no user key can hold it), so a tuple never equals another type's identity."""
 
 
 def key_identity(key: Any) -> Any:
     """A hashable stand-in for ``key``, equal to another key's exactly when the two serialize alike:
-    the key itself for ``str``, ``int`` and ``bytes`` keys (free on the common path), a type-tagged
-    form otherwise. Raises TypeError for an unhashable key, like a dict lookup."""
+    the key itself for ``str``, ``int`` and ``bytes`` keys and a None namespace (free on the common
+    path), a type-tagged form otherwise. Raises TypeError for an unhashable key, like a dict lookup."""
     t = type(key)
-    if t in PLAIN_KEY_TYPES:
+    if t in SELF_IDENTICAL_TYPES:
         return key
     if t is tuple:
         return (_TUPLE, tuple(key_identity(k) for k in key))

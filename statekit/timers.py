@@ -16,15 +16,13 @@ from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 import numpy as np
 
 from .errors import SerializationError
-from .key_identity import PLAIN_KEY_TYPES, key_identity
+from .key_identity import SELF_IDENTICAL_TYPES, key_identity
 from .serialization import KEY_SERIALIZER, loads_prefix, loads_stream
 from .state import ResolvedKey
 
 
 _TS_BIAS = 1 << 63
 _NS_CACHE_LIMIT = 1 << 14
-_SELF_IDENTICAL = PLAIN_KEY_TYPES | {type(None)}
-"""Namespace types whose values are equal exactly when they serialize alike."""
 MIN_TIMESTAMP = -(1 << 63)
 MAX_TIMESTAMP = (1 << 63) - 1
 
@@ -229,7 +227,7 @@ class InternalTimerService:
             return timers, []
         kgs = np.frombuffer(b"".join([sk[8:10] for sk in sort_keys]), ">u2").tolist()
         spaces = list(map(itemgetter(2), timers))
-        if set(map(type, spaces)) <= _SELF_IDENTICAL and len(set(spaces)) == 1:  # one namespace ends every sort key
+        if set(map(type, spaces)) <= SELF_IDENTICAL_TYPES and len(set(spaces)) == 1:  # one namespace ends every sort key
             end = -len(self._namespace_bytes(spaces[0]))
             kbs = [sk[10:end] for sk in sort_keys]
         else:

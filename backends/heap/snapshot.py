@@ -50,13 +50,13 @@ def _unpack(packed: dict[str, bytes]) -> dict[str, dict]:
 
 
 def _cell_id(key: Any, namespace: Any) -> tuple:
-    """A cell's place in a snapshot being rebuilt: its key by identity (1 and True are two keys)."""
-    return (key_identity(key), namespace)
+    """A cell's place in a snapshot being rebuilt: its key and namespace by identity (1 and True are two)."""
+    return (key_identity(key), key_identity(namespace))
 
 
 def _timer_id(timer: Any) -> tuple:
-    """A timer ``[timestamp, key, namespace]`` by key identity."""
-    return (timer[0], key_identity(timer[1]), timer[2])
+    """A timer ``[timestamp, key, namespace]`` by key and namespace identity."""
+    return (timer[0], key_identity(timer[1]), key_identity(timer[2]))
 
 
 def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
@@ -109,7 +109,7 @@ class HeapSnapshots(IncrementalSnapshots):
             keys = [key_of_identity(ident) for ident, _ in changed]
             for kg, key, ck in zip(self.key_groups_of(keys), keys, changed):
                 cell = table.get(ck, DELETED)
-                yield name, kg, key, ck[1], (cell if cell is DELETED else st._cell_out(cell))
+                yield name, kg, key, key_of_identity(ck[1]), (cell if cell is DELETED else st._cell_out(cell))
 
     def _clocks(self) -> dict[str, tuple[int, int]]:
         return {n: (svc.current_watermark(), svc.current_processing_time()) for n, svc in self._timer_services.items()}

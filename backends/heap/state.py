@@ -1,4 +1,5 @@
-"""Heap state classes: one dict per state keyed by (key, namespace), no wrappers on the hot path.
+"""Heap state classes: one dict per state keyed by (key, namespace) identities (``key_identity``), no
+wrappers on the hot path.
 
 Cells are the user's values; with TTL a value-like cell is ``(value, ts)``, a list holds
 ``(element, ts)`` pairs and a map ``{user_key: (value, ts)}``. Every write also records the
@@ -59,8 +60,8 @@ class HeapState(InternalKeyedState, InternalKvState):
         self._ck = (key_identity(key), self._ns)
 
     def set_current_namespace(self, namespace: Any) -> None:
-        self._ns = namespace
-        self._ck = (self._ck[0], namespace)
+        ns = self._ns = key_identity(namespace)  # 1, 1.0 and True are three namespaces, as they serialize
+        self._ck = (self._ck[0], ns)
 
     def clear(self) -> None:
         ck = self._ck
@@ -130,12 +131,13 @@ class HeapState(InternalKeyedState, InternalKvState):
         table = self._table
         if not table:
             return [], [], []
-        idents, namespaces = list(map(itemgetter(0), table)), list(map(itemgetter(1), table))
+        idents, spaces = list(map(itemgetter(0), table)), list(map(itemgetter(1), table))
         keys = idents if tuple not in set(map(type, idents)) else list(map(key_of_identity, idents))  # plain keys: themselves
+        namespaces = spaces if tuple not in set(map(type, spaces)) else list(map(key_of_identity, spaces))
         return keys, namespaces, list(map(self._cell_out, table.values()))
 
     def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
-        ck = (key_identity(key), namespace)
+        ck = (key_identity(key), key_identity(namespace))
         self._table[ck] = self._cell_in(cell)
         self._dirty.add(ck)
 
@@ -167,4 +169,4 @@ class HeapMergingState(HeapState, InternalMergingState, NamespaceMerging):
     def _cell_keys(self) -> Callable[[Any], tuple]:
         self._backend.get_current_key()  # raises without a current key
         ident = self._ck[0]
-        return lambda namespace: (ident, namespace)
+        return lambda namespace: (ident, key_identity(namespace))

@@ -98,18 +98,18 @@ class RocksDBListState(RocksDBState, InternalMergingState, ListState):
 
     def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
         kp = self._key_prefix()
+        tck = kp + self._ns_bytes(target)
         moved: list[bytes] = []
         for src in sources:
-            if src == target:
-                continue
             sck = kp + self._ns_bytes(src)
+            if sck == tck:  # the target's own cell (by its bytes: a source 1 is not a target True)
+                continue
             elems = self._elements(sck)
             if elems:
                 moved.extend(elems)
                 self._stored(sck, ListDelta(True, []))
         if not moved:
             return
-        tck = kp + self._ns_bytes(target)
         d = self._ov.get(tck)
         if d is None:
             self._stored(tck, ListDelta(False, moved))

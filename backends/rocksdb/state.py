@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, Callable, Iterator
 
-from statekit import KeyedStateBackend, KEY_SERIALIZER, NO_KEY, InternalKeyedState, InternalKvState, NoCurrentKeyError, SerializationError, StateDescriptor
+from statekit import KeyedStateBackend, KEY_SERIALIZER, NO_KEY, key_identity, InternalKeyedState, InternalKvState, NoCurrentKeyError, SerializationError, StateDescriptor
 from statekit.cell_rules import ABSENT
 
 from .db import Closed
@@ -78,8 +78,10 @@ class RocksDBState(InternalKeyedState, InternalKvState):
         self._ck = NO_KEY if kp is None else kp + nsb
 
     def _ns_bytes(self, namespace: Any) -> bytes:
+        """Serialized namespace, cached by identity (``1``, ``1.0`` and ``True`` are three namespaces)."""
         cache = self._ns_cache
-        nsb = cache.get(namespace)
+        ident = key_identity(namespace)
+        nsb = cache.get(ident)
         if nsb is None:
             try:
                 nsb = KEY_SERIALIZER.dumps(namespace)
@@ -87,7 +89,7 @@ class RocksDBState(InternalKeyedState, InternalKvState):
                 raise SerializationError(f"state '{self._name}': namespace {namespace!r} cannot be serialized: {e}") from None
             if len(cache) >= _NS_CACHE_LIMIT:
                 cache.clear()
-            cache[namespace] = nsb
+            cache[ident] = nsb
         return nsb
 
     def _key_prefix(self) -> bytes:

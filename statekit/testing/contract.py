@@ -495,6 +495,53 @@ def test_merge_source_equal_to_target_is_ignored(backend, kind):
     assert backend.num_entries() == 1
 
 
+SERIALIZED_APART = [1, True, 1.0, 0.0, -0.0, (1, 2), (True, 2), None]
+"""Namespaces equal in Python (1 == True == 1.0, 0.0 == -0.0, (1, 2) == (True, 2)) that serialize apart."""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_namespaces_equal_in_python_but_serialized_apart_are_apart(make_backend, kind):
+    """Each of ``SERIALIZED_APART`` is its own cell, whichever was used first, in the backend and through a
+    snapshot restored into a backend that meets the namespaces in the opposite order."""
+    src = make_backend()
+    st = src.get_state(descriptor(kind))
+    src.set_current_key("k")
+    for i, ns in enumerate(SERIALIZED_APART):
+        st.set_current_namespace(ns)
+        write(st, kind, f"t{i}")
+    assert src.state_entry_counts()[kind] == len(SERIALIZED_APART)
+    snap = msgpack_round_trip(src.snapshot_logical())
+    assert sorted(repr(e[2]) for e in snap["states"][kind]["entries"]) == sorted(map(repr, SERIALIZED_APART))
+    dst = make_backend()
+    dst.restore_logical(snap)
+    for b in (src, dst):
+        st = b.get_state(descriptor(kind))
+        b.set_current_key("k")
+        for i, ns in reversed(list(enumerate(SERIALIZED_APART))):
+            st.set_current_namespace(ns)
+            assert read(st, kind) == read_one(kind, f"t{i}"), (b, ns)
+    src.close()
+    dst.close()
+
+
+@pytest.mark.parametrize("kind", MERGING)
+def test_merge_of_a_source_equal_in_python_to_the_target(backend, kind):
+    """A source ``1`` merged into a target ``True`` is another namespace (they serialize apart): merged
+    and cleared, not skipped as the target itself."""
+    backend.set_current_key("u")
+    st = backend.get_state(descriptor(kind))
+    fill(st, kind, True, "t")
+    fill(st, kind, 1, "a")
+    fill(st, kind, 1.0, "b")
+    st.merge_namespaces(True, [1, True, 1.0])
+    st.set_current_namespace(True)
+    assert st.get() == MERGED[kind]("tab")
+    for ns in (1, 1.0):
+        st.set_current_namespace(ns)
+        assert st.get() == ([] if kind == "list" else None)
+    assert backend.num_entries() == 1
+
+
 @pytest.mark.parametrize("kind", MERGING)
 def test_merge_only_touches_current_key(backend, kind):
     st = backend.get_state(descriptor(kind))

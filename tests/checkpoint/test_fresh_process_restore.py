@@ -150,3 +150,63 @@ def test_packed_session_cells_restore_and_read_in_a_fresh_interpreter(tmp_path, 
                           tmp_path))
     assert got["cells"] == {"u1": ["bytes", [2049, 1000, 2050, [12, 2]]], "u2": ["bytes", [3999, 3000, 4000, [1, 1]]]}
     assert got["fired"] == [[[12, 2], 2049], [[1, 1], 3999]]
+
+
+WRITE_APART = """
+from statekit import ListStateDescriptor, StateConfig, ValueStateDescriptor
+from statekit.checkpoint import CheckpointStore
+from statekit.testing.contract import SERIALIZED_APART
+
+store = CheckpointStore({root!r})
+b = __import__("statekit").create_backend(StateConfig(backend={backend!r}, local_dir={local!r}))
+v, l = b.get_state(ValueStateDescriptor("v")), b.get_state(ListStateDescriptor("l"))
+t = b.timer_service("t", None)
+for filler in range(200):  # enough state that the second commit is a delta
+    b.set_current_key(f"f{{filler}}"); v.update(filler)
+b.set_current_key("k")
+for i, ns in enumerate(SERIALIZED_APART[:3]):  # a full snapshot, then a delta with the rest
+    v.set_current_namespace(ns); v.update(i); l.set_current_namespace(ns); l.add(i)
+    t.register_event_time_timer(ns, 100)
+store.commit("op", 0, b)
+for i, ns in enumerate(SERIALIZED_APART[3:], 3):
+    v.set_current_namespace(ns); v.update(i); l.set_current_namespace(ns); l.add(i)
+    t.register_event_time_timer(ns, 100)
+v.set_current_namespace(True); v.update(10)
+t.delete_event_time_timer(True, 100)
+print(store.commit("op", 1, b).manifest.snapshot["incremental"])
+"""
+
+READ_APART = """
+import json
+from statekit import ListStateDescriptor, StateConfig, ValueStateDescriptor
+from statekit.checkpoint import CheckpointStore
+from statekit.testing.contract import SERIALIZED_APART
+
+b = CheckpointStore({root!r}).restore("op", StateConfig(backend={target!r}, local_dir={local!r})).backend
+v, l = b.get_state(ValueStateDescriptor("v")), b.get_state(ListStateDescriptor("l"))
+b.set_current_key("k")
+cells = []
+for ns in reversed(SERIALIZED_APART):  # the opposite order to the writer's
+    v.set_current_namespace(ns); l.set_current_namespace(ns)
+    cells.append([repr(ns), v.value(), l.get()])
+fired = b.timer_service("t", None).take_due_event_time(1000)
+print(json.dumps({{"cells": cells, "fired": sorted([t.timestamp, repr(t.namespace)] for t in fired)}}))
+"""
+
+
+@pytest.mark.parametrize("source", BACKENDS)
+@pytest.mark.parametrize("target", BACKENDS)
+def test_namespaces_serialized_apart_restore_apart_in_a_fresh_interpreter(tmp_path, source, target):
+    """Cells and timers under namespaces equal in Python but serialized apart (1, True, 1.0, ...), committed
+    as a full snapshot and a delta: a fresh interpreter, meeting them in the opposite order, restores each
+    as its own (a cache keyed by Python equality gave a later namespace the first one's bytes)."""
+    from statekit.testing.contract import SERIALIZED_APART
+
+    root = str(tmp_path / "ckpt")
+    incremental = _run(textwrap.dedent(WRITE_APART).format(root=root, backend=source, local=str(tmp_path / "w")), tmp_path)
+    assert incremental.strip() == "True"  # the second commit built on the first
+    got = json.loads(_run(textwrap.dedent(READ_APART).format(root=root, target=target, local=str(tmp_path / "r")),
+                          tmp_path))
+    values = {1: 10}  # True (index 1) was updated again before the delta
+    assert got["cells"] == [[repr(ns), values.get(i, i), [i]] for i, ns in reversed(list(enumerate(SERIALIZED_APART)))]
+    assert got["fired"] == sorted([100, repr(ns)] for i, ns in enumerate(SERIALIZED_APART) if i != 1)
