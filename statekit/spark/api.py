@@ -144,7 +144,7 @@ class EpochRunner:
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
         source = df if df is not None else _no_rows(self.spark, self.input_schema)
         inputs = source.rdd.getNumPartitions()
-        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs)
+        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs, final)
         router = Router(job.columns[0], job.columns[1], job.partitions, job.max_parallelism, self.routing,
                         job.routed_schema, limit, self.max_ahead)
         tasks = (source.mapInArrow(router, self.routed_schema).repartition(job.partitions, ROUTE)

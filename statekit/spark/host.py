@@ -10,9 +10,10 @@ epoch, whichever worker runs it, and exactly one copy of it is in memory.
 
 Failure keeps the slot rules: a task that fails or whose worker goes away before its commit makes
 the host drop the slot (the next attempt restores from the checkpoint); a host that dies is started
-again and restores. A host ends when the JVM of the executor that started it ends, when its
-process group is hung up (Spark's Python daemon stopping), or after ``host_idle_timeout`` without a
-task.
+again and restores. A host ends when it committed its run's final epoch (every window fired: there
+is nothing left to keep open, and a finished job should not hold memory), when the JVM of the
+executor that started it ends, when its process group is hung up (Spark's Python daemon stopping), or
+after ``host_idle_timeout`` without a task.
 """
 
 from __future__ import annotations
@@ -158,8 +159,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _serve_task(conn: Connection) -> None:
-    """One task: process its records, then commit (or drop the slot if the task ends first)."""
+def _serve_task(conn: Connection) -> bool:
+    """One task: process its records, then commit (or drop the slot if the task ends first); False when
+    it committed its run's final epoch (the host has nothing left to keep open and ends)."""
     job_bytes, epoch, index, path, valid = conn.recv()
     sys.path.extend(p for p in path if p not in sys.path)  # the worker's (Spark files, py-files)
     run: LocalRun | None = None
@@ -168,6 +170,7 @@ def _serve_task(conn: Connection) -> None:
         run = LocalRun(job, epoch, index)
         conn.send(("ok", run.process(valid), None))
         conn.send(("ok", run.commit(conn.recv()), None))
+        return not epoch.final
     except (EOFError, OSError):
         if run is not None:
             run.abort()
@@ -179,11 +182,12 @@ def _serve_task(conn: Connection) -> None:
         except Exception:
             value = pickle.dumps(None)
         conn.send(("error", value, traceback.format_exc()))
+    return True
 
 
 def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
-    """Serve tasks on the Unix socket ``path`` one at a time until the executor ends or no task
-    came for ``idle_seconds``."""
+    """Serve tasks on the Unix socket ``path`` one at a time until the executor ends, no task came for
+    ``idle_seconds``, or a task committed its run's final epoch."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(16)
@@ -198,14 +202,19 @@ def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
                 continue
             client, _ = server.accept()
             conn = Connection(client.detach())
+            more = True
             try:
                 with gc_paused():  # no collections mid-task; the task's garbage is collected after its reply
-                    _serve_task(conn)
+                    more = _serve_task(conn)
+                    if not more:
+                        server.close()  # a retried task finds no listener at once and starts a new host
             except (EOFError, OSError):
                 pass  # the worker went away before sending its task
             finally:
                 conn.close()
-                last = time.monotonic()
+            if not more:
+                return
+            last = time.monotonic()
     finally:
         server.close()
         try:

@@ -72,11 +72,13 @@ class JobPlan:
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """One epoch: its number, the committed epoch to start from (None: empty state), its watermark and
-    the number of map partitions whose end markers each task must receive before it commits."""
+    """One epoch: its number, the committed epoch to start from (None: empty state), its watermark, the
+    number of map partitions whose end markers each task must receive before it commits, and whether it
+    is the run's final epoch (every window fired: its state is not kept open after the commit)."""
 
     epoch: int
     restore_epoch: int | None
     watermark: int | None
     inputs: int = 0
+    final: bool = False
     extra: dict[str, Any] = field(default_factory=dict)

@@ -168,14 +168,18 @@ class LocalRun:
                          t1 - t0, time.perf_counter() - t1)
 
     def commit(self, max_ts: int | None) -> Commit:
-        """Commit the processed state as the epoch's snapshot and keep the slot for the next epoch."""
+        """Commit the processed state as the epoch's snapshot and keep the slot for the next epoch (after
+        a final epoch, close it: the run is over and every window fired; a later run restores)."""
         slot = self.slot
         assert slot is not None, "commit before process"
         committed = self.store.commit(self.job.operator_id, self.epoch.epoch, slot.backend,
                                       metadata={"operator": slot.operator.snapshot_metadata(), "max_ts": max_ts,
                                                 **self.epoch.extra})
         slot.epoch, self.slot = self.epoch.epoch, None
-        release(self.job, self.store, self.kgs, slot)
+        if self.epoch.final:
+            slot.close()
+        else:
+            release(self.job, self.store, self.kgs, slot)
         return Commit(committed.bytes_written, committed.seconds,
                       sum(committed.manifest.stats.get("states", {}).values()))
 
