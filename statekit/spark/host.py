@@ -34,6 +34,7 @@ from multiprocessing.connection import Client, Connection
 from typing import Any
 
 from ..operators import gc_paused
+from .memory import release_free_memory
 from .plan import EpochPlan, JobPlan
 from .slots import Commit, LocalRun, Processed, close_all
 from .worker_signals import ignore_interrupts
@@ -214,6 +215,7 @@ def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
                 conn.close()
             if not more:
                 return
+            release_free_memory()  # idle until the next epoch at the size of its state, not of this epoch's peak
             last = time.monotonic()
     finally:
         server.close()

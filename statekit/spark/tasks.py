@@ -21,6 +21,7 @@ from ..keygroups import key_groups_for_partition
 from ..operators import gc_paused
 from .errors import InjectedFault
 from .host import HostedRun, executor_pid
+from .memory import release_free_memory
 from .plan import EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 from .slots import LocalRun
@@ -53,7 +54,14 @@ def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
 
 def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Iterator[Any]:
     """mapInArrow function of the epoch's partitions: run the operator over this partition's records,
-    commit its snapshot, stage its output files; yields one row of stats (JSON) for the driver."""
+    commit its snapshot, stage its output files; yields one row of stats (JSON) for the driver. Then
+    the memory the epoch freed goes back to the system (the worker idles until the next epoch)."""
+    yield _run_partition(job, epoch, batches)
+    release_free_memory()
+
+
+def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Any:
+    """``run_partition``'s work; returns its stats batch."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -114,4 +122,4 @@ def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Ite
         "process_seconds": round(done.process_seconds, 6),
         "worker": f"{socket.gethostname()}:{os.getppid()}",
     }
-    yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
+    return pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})

@@ -1,0 +1,42 @@
+"""Memory an epoch freed, handed back to the operating system.
+
+An epoch's task allocates and frees hundreds of MiB (Arrow tables, numpy columns, per-key Python
+objects). Freed, that memory stays in the process: Arrow's allocator keeps its pages for reuse, and
+glibc's ``malloc`` keeps free heap memory until ``malloc_trim``. A state host or Python worker then sits
+between epochs, and after its run, at its epoch's high-water mark. Measured at 1M users on
+``local[2]``: the idle workers held 348 MiB, 251 MiB after both releases; a state host 60-100 MiB less
+between epochs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+_libc: ctypes.CDLL | None = None
+_looked_up = False
+
+
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (has ``malloc_trim``); None elsewhere (musl, macOS)."""
+    global _libc, _looked_up
+    if not _looked_up:
+        _looked_up = True
+        name = ctypes.util.find_library("c")
+        try:
+            lib = ctypes.CDLL(name) if name else None
+        except OSError:
+            lib = None
+        _libc = lib if lib is not None and hasattr(lib, "malloc_trim") else None
+    return _libc
+
+
+def release_free_memory() -> None:
+    """Return the pages Arrow's default pool and glibc's heap keep free to the operating system (a few
+    milliseconds; called after each task, off the epoch's critical path of records)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
