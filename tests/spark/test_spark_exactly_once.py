@@ -46,7 +46,8 @@ def _per_epoch(spark, out):
 
 @pytest.mark.parametrize("fault", ["epoch=1,partition=0,action=raise,when=after-commit",
                                    "epoch=2,partition=1,action=exit,when=before-commit",
-                                   "epoch=4,partition=1,action=exit,when=after-commit"])
+                                   "epoch=4,partition=1,action=exit,when=after-commit",
+                                   "epoch=4,partition=0,action=raise,when=after-commit"])  # final: its host ended
 def test_task_failing_on_first_attempt(spark, sample, uninterrupted, tmp_path, monkeypatch, fault):
     monkeypatch.setenv(FAULT_ENV, fault)
     summary = run(spark, sample, tmp_path / "out")
