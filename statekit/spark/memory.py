@@ -11,24 +11,17 @@ between epochs.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-
-_libc: ctypes.CDLL | None = None
-_looked_up = False
+from functools import lru_cache
 
 
+@lru_cache(maxsize=1)
 def _glibc() -> ctypes.CDLL | None:
-    """The C library when it is glibc (has ``malloc_trim``); None elsewhere (musl, macOS)."""
-    global _libc, _looked_up
-    if not _looked_up:
-        _looked_up = True
-        name = ctypes.util.find_library("c")
-        try:
-            lib = ctypes.CDLL(name) if name else None
-        except OSError:
-            lib = None
-        _libc = lib if lib is not None and hasattr(lib, "malloc_trim") else None
-    return _libc
+    """The process's C library when it is glibc (has ``malloc_trim``); None elsewhere (musl, macOS)."""
+    try:
+        lib = ctypes.CDLL(None)
+    except OSError:
+        return None
+    return lib if hasattr(lib, "malloc_trim") else None
 
 
 def release_free_memory() -> None:
