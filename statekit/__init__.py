@@ -15,7 +15,7 @@ from .key_identity import PLAIN_KEY_TYPES, SELF_IDENTICAL_TYPES, key_identity, k
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_groups_for_partition,
                         partition_for_key_group, stable_hash)
 from .registry import available_backends, backend_class, register_backend, wall_clock_ms
-from .serialization import KEY_SERIALIZER, MsgpackSerializer, Serializer, expect_types, register_type, registered_types
+from .serialization import KEY_SERIALIZER, MsgpackSerializer, NamespaceBytes, Serializer, expect_types, register_type, registered_types
 from .state import (AggregatingState, InternalKvState, InternalMergingState, ListState, MapState, MergingState,
                     ReducingState, ResolvedKey, State, ValueState, VOID_NAMESPACE)
 from .timers import (MAX_TIMESTAMP, MIN_TIMESTAMP, InternalTimerService, Timer, TimerQueue, TimerTarget,
@@ -24,7 +24,7 @@ from .ttl import StateTtlConfig, StateVisibility, UpdateType
 
 __all__ = [
     "AggregateFunction", "AggregatingState", "ColumnarAggregate", "PackedAggregate", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
-    "InternalKeyedState", "InternalKvState", "InternalMergingState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError",
+    "InternalKeyedState", "InternalKvState", "InternalMergingState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError", "NamespaceBytes",
     "KeyedStateBackend", "ListState", "ListStateDescriptor", "MAX_TIMESTAMP", "MIN_TIMESTAMP", "MapState",
     "MapStateDescriptor", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",
     "ReducingState", "ReducingStateDescriptor", "ResolvedKey", "SerializationError", "Serializer", "State", "StateConfig",

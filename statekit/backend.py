@@ -21,7 +21,7 @@ from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity
 from .keygroups import key_group_for_bytes, key_groups_and_bytes, key_groups_for_bytes
 from .migration import cell_migration
 from .registry import backend_class, wall_clock_ms
-from .serialization import KEY_SERIALIZER
+from .serialization import KEY_SERIALIZER, NamespaceBytes
 from .state import ResolvedKey
 from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key, timer_sort_keys
 
@@ -467,18 +467,14 @@ class KeyedStateBackend(ABC):
         dumps = KEY_SERIALIZER.dumps
         kbs = [dumps(x[1]) for x in timers]
         groups = key_groups_for_bytes(kbs, self.max_parallelism)
-        namespaces: dict[Any, bytes] = {}  # by identity: 1, 1.0 and True serialize apart
+        namespaces = NamespaceBytes("restored timers", limit=len(timers) + 1)
         try:
-            idents = [key_identity(x[2]) for x in timers]
-            for x, ident in zip(timers, idents):
-                if ident not in namespaces:
-                    namespaces[ident] = dumps(x[2])
+            nsbs = [namespaces(x[2]) for x in timers]
         except TypeError:  # an unhashable namespace: each serialized on its own
-            return [timer_sort_key(x[0], kg, kb, dumps(x[2])) for x, kg, kb in zip(timers, groups.tolist(), kbs)], groups
-        if len(namespaces) <= 1:
-            nsb = next(iter(namespaces.values()), b"")
-            return timer_sort_keys([x[0] for x in timers], groups.tolist(), kbs, nsb), groups
-        return [timer_sort_key(x[0], kg, kb, namespaces[i]) for x, kg, kb, i in zip(timers, groups.tolist(), kbs, idents)], groups
+            nsbs, namespaces = [dumps(x[2]) for x in timers], None
+        if namespaces is not None and len(namespaces) == 1:
+            return timer_sort_keys([x[0] for x in timers], groups.tolist(), kbs, nsbs[0]), groups
+        return [timer_sort_key(x[0], kg, kb, nsb) for x, kg, kb, nsb in zip(timers, groups.tolist(), kbs, nsbs)], groups
 
     def _import_pending(self, name: str, descriptor: StateDescriptor, st: InternalKeyedState, pending: dict) -> bool:
         """Fill a state registered after a restore; True when its cells were migrated from another version."""

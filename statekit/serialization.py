@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 import msgpack
 
 from .errors import SerializationError
+from .key_identity import key_identity
 
 _TUPLE_CODE = 1
 _INT64_MIN = -(1 << 63)
@@ -192,6 +193,36 @@ class MsgpackSerializer:
 
 
 KEY_SERIALIZER = MsgpackSerializer()
+
+
+class NamespaceBytes:
+    """Namespaces serialized by ``KEY_SERIALIZER``, cached by ``key_identity`` (``1``, ``1.0`` and ``True``
+    are equal in Python but three namespaces, as they serialize): a window's state and timers meet the
+    same few namespaces over and over. Past ``limit`` entries the cache starts over."""
+
+    __slots__ = ("_owner", "_limit", "_cache")
+
+    def __init__(self, owner: str, limit: int = 1 << 14) -> None:
+        self._owner, self._limit = owner, limit
+        self._cache: dict[Any, bytes] = {}
+
+    def __call__(self, namespace: Any) -> bytes:
+        """The namespace's bytes; SerializationError naming the owner when it cannot be serialized, TypeError
+        when it is unhashable."""
+        ident = key_identity(namespace)
+        nsb = self._cache.get(ident)
+        if nsb is None:
+            try:
+                nsb = KEY_SERIALIZER.dumps(namespace)
+            except SerializationError as e:
+                raise SerializationError(f"{self._owner}: namespace {namespace!r} cannot be serialized: {e}") from None
+            if len(self._cache) >= self._limit:
+                self._cache.clear()
+            self._cache[ident] = nsb
+        return nsb
+
+    def __len__(self) -> int:
+        return len(self._cache)
 
 
 def loads_prefix(data: bytes, count: int) -> tuple[list, int]:

@@ -16,13 +16,12 @@ from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 import numpy as np
 
 from .errors import SerializationError
-from .key_identity import SELF_IDENTICAL_TYPES, key_identity
-from .serialization import KEY_SERIALIZER, loads_prefix, loads_stream
+from .key_identity import SELF_IDENTICAL_TYPES
+from .serialization import NamespaceBytes, loads_prefix, loads_stream
 from .state import ResolvedKey
 
 
 _TS_BIAS = 1 << 63
-_NS_CACHE_LIMIT = 1 << 14
 MIN_TIMESTAMP = -(1 << 63)
 MAX_TIMESTAMP = (1 << 63) - 1
 
@@ -160,7 +159,7 @@ class InternalTimerService:
         self._processing = processing_queue
         self._watermark = MIN_TIMESTAMP
         self._processing_time = MIN_TIMESTAMP
-        self._ns_bytes: dict[Any, bytes] = {}
+        self._ns_bytes = NamespaceBytes(f"timer service '{name}'")
 
     def queues(self) -> tuple[tuple[str, TimerQueue], tuple[str, TimerQueue]]:
         """``("event", queue), ("processing", queue)``: for the backend that made them (snapshots, release)."""
@@ -174,22 +173,10 @@ class InternalTimerService:
         key, kg, kb = self._backend.current_key_scope()
         if not isinstance(timestamp, int) or not MIN_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
             raise ValueError(f"timer service '{self.name}': timestamp must be an int64, got {timestamp!r}")
-        return (timer_sort_key(timestamp, kg, kb, self._namespace_bytes(namespace)), Timer(timestamp, key, namespace))
-
-    def _namespace_bytes(self, namespace: Any) -> bytes:
-        """Serialized namespace, cached by identity (a window's timer is registered and deleted with the same
-        namespace; ``1``, ``1.0`` and ``True`` are equal in Python but three namespaces)."""
-        cache = self._ns_bytes
-        ident = key_identity(namespace)
-        nsb = cache.get(ident)
-        if nsb is None:
-            if len(cache) >= _NS_CACHE_LIMIT:
-                cache.clear()
-            nsb = cache[ident] = KEY_SERIALIZER.dumps(namespace)
-        return nsb
+        return (timer_sort_key(timestamp, kg, kb, self._ns_bytes(namespace)), Timer(timestamp, key, namespace))
 
     def _sort_keys(self, keys: Sequence[ResolvedKey], namespace: Any, timestamps: Sequence[int]) -> list[bytes]:
-        nsb = self._namespace_bytes(namespace)
+        nsb = self._ns_bytes(namespace)
         if len(keys) != len(timestamps):
             raise ValueError(f"timer service '{self.name}': {len(keys)} keys but {len(timestamps)} timestamps")
         if not set(map(type, timestamps)) <= {int} or \
@@ -228,10 +215,10 @@ class InternalTimerService:
         kgs = np.frombuffer(b"".join([sk[8:10] for sk in sort_keys]), ">u2").tolist()
         spaces = list(map(itemgetter(2), timers))
         if set(map(type, spaces)) <= SELF_IDENTICAL_TYPES and len(set(spaces)) == 1:  # one namespace ends every sort key
-            end = -len(self._namespace_bytes(spaces[0]))
+            end = -len(self._ns_bytes(spaces[0]))
             kbs = [sk[10:end] for sk in sort_keys]
         else:
-            nsb = self._namespace_bytes
+            nsb = self._ns_bytes
             kbs = [sk[10:len(sk) - len(nsb(ns))] for sk, ns in zip(sort_keys, spaces)]
         return timers, list(zip(map(itemgetter(1), timers), kgs, kbs))
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, Callable, Iterator
 
-from statekit import KeyedStateBackend, KEY_SERIALIZER, NO_KEY, key_identity, InternalKeyedState, InternalKvState, NoCurrentKeyError, SerializationError, StateDescriptor
+from statekit import KeyedStateBackend, KEY_SERIALIZER, NO_KEY, NamespaceBytes, InternalKeyedState, InternalKvState, NoCurrentKeyError, SerializationError, StateDescriptor
 from statekit.cell_rules import ABSENT
 
 from .db import Closed
@@ -32,14 +32,13 @@ from .write_buffer import WriteBuffer
 
 
 _MISS = object()
-_NS_CACHE_LIMIT = 1 << 14
 
 
 class RocksDBState(InternalKeyedState, InternalKvState):
     """Scoping (cached cell-key bytes), overlay, TTL sweep and snapshot plumbing of all kinds."""
 
     __slots__ = ("_name", "_db", "_cfh", "_ov", "_wb", "_limit", "_dumps", "_loads", "_kgp", "_kp", "_nsb",
-                 "_ns_cache", "_ck", "_ttl", "_ttl_ms", "_clock", "_cleanup_n", "_cursor", "_pass_start")
+                 "_ns_bytes", "_ck", "_ttl", "_ttl_ms", "_clock", "_cleanup_n", "_cursor", "_pass_start")
 
     def __init__(self, backend: KeyedStateBackend, descriptor: StateDescriptor, family: tuple[Any, Any],
                  write_buffer: WriteBuffer) -> None:
@@ -54,7 +53,8 @@ class RocksDBState(InternalKeyedState, InternalKvState):
         self._kgp = backend._kg_prefixes
         self._kp: bytes | None = None
         self._nsb = KEY_SERIALIZER.dumps(None)
-        self._ns_cache: dict[Any, bytes] = {}
+        self._ns_bytes = NamespaceBytes(f"state '{self._name}'")
+        """A namespace's bytes, cached by identity."""
         self._ck: Any = NO_KEY
         ttl = descriptor.ttl_config
         self._ttl = ttl
@@ -76,21 +76,6 @@ class RocksDBState(InternalKeyedState, InternalKvState):
         self._nsb = nsb
         kp = self._kp
         self._ck = NO_KEY if kp is None else kp + nsb
-
-    def _ns_bytes(self, namespace: Any) -> bytes:
-        """Serialized namespace, cached by identity (``1``, ``1.0`` and ``True`` are three namespaces)."""
-        cache = self._ns_cache
-        ident = key_identity(namespace)
-        nsb = cache.get(ident)
-        if nsb is None:
-            try:
-                nsb = KEY_SERIALIZER.dumps(namespace)
-            except SerializationError as e:
-                raise SerializationError(f"state '{self._name}': namespace {namespace!r} cannot be serialized: {e}") from None
-            if len(cache) >= _NS_CACHE_LIMIT:
-                cache.clear()
-            cache[ident] = nsb
-        return nsb
 
     def _key_prefix(self) -> bytes:
         kp = self._kp
@@ -240,4 +225,4 @@ class RocksDBState(InternalKeyedState, InternalKvState):
         self._ov = closed
         self._db = closed
         self._cfh = closed
-        self._ns_cache = {}
+        self._ns_bytes = NamespaceBytes(f"state '{self._name}'")

@@ -1761,6 +1761,24 @@ def test_timer_namespaces_equal_in_python_but_serialized_apart_are_apart(make_ba
     b.close()
 
 
+def test_a_namespace_that_cannot_be_serialized_is_an_error_naming_its_owner(make_backend):
+    """A state's or a timer service's namespace that cannot be serialized: SerializationError naming the
+    state or service and the namespace, and nothing stored under it."""
+    from statekit import SerializationError
+
+    b = make_backend()
+    b.set_current_key("k")
+    tm = b.timer_service("clock", None)
+    with pytest.raises(SerializationError, match=r"timer service 'clock': namespace .*object.* cannot be serialized"):
+        tm.register_event_time_timer(object(), 5)
+    assert tm.num_event_time_timers() == 0
+    if b.name == "rocksdb":  # the heap keeps Python objects: it serializes namespaces only in snapshots
+        st = b.get_state(ValueStateDescriptor("v"))
+        with pytest.raises(SerializationError, match=r"state 'v': namespace .*object.* cannot be serialized"):
+            st.set_current_namespace(object())
+    b.close()
+
+
 def test_due_timers_come_with_their_keys_resolved(make_backend):
     """``take_due_event_time_scoped``: the due timers ``take_due_event_time`` takes, each with its key
     resolved as ``resolve_keys`` resolves it, whatever the keys and namespaces (one or several)."""
