@@ -105,6 +105,10 @@ class CellEngine(ABC):
         """The records ``rows`` of keys not taken one at a time, into their ``cells``: keys in the list form
         go to ``new_cells`` (their old timers to ``old_timers``), keys encoded in bulk are returned."""
 
+    def close(self) -> None:
+        """Let go of the backend (the operator closes; the backend may be kept): nothing to do for cells,
+        which live in the backend's state."""
+
     # -- rules ---------------------------------------------------------------------------------
     def _cleanup(self, end: int) -> int:
         """When a window ending at ``end`` is dropped: its last timestamp plus the allowed lateness."""

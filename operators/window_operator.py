@@ -38,6 +38,7 @@ from .operator import KeyedOperator
 from .output import Output
 from .packed_cells import PackedCells
 from .session_engine import SessionEngine
+from .session_table import SessionTable
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
 from .windows import TimeWindow
 
@@ -51,6 +52,9 @@ _ENGINES: dict[type, type[CellEngine]] = {EventTimeSessionWindows: SessionEngine
                                           SlidingEventTimeWindows: AlignedEngine}
 """The engine of each event-time assigner with one (``columnar``)."""
 _BOUNDS = {engine.STATE: engine.BOUNDS for engine in _ENGINES.values()}
+STATE_LAYOUTS = ("cells", "table")
+"""How columnar windows are stored: a cell per key (``cells``), or, for event-time sessions of a
+PackedAggregate, every key's sessions as one columnar table stored in pages per key group (``table``)."""
 
 
 def readable_state(description: dict[str, Any] | None, state: str, value: Any) -> Any:
@@ -91,7 +95,7 @@ class WindowOperator(KeyedOperator, WindowSink):
     def __init__(self, assigner: WindowAssigner, function: Any, window_function: ProcessWindowFunction | None = None,
                  trigger: Trigger | None = None, evictor: Evictor | None = None,
                  allowed_lateness: int | timedelta | str = 0, late_output_tag: str | None = "late",
-                 invalid_output_tag: str | None = None, columnar: bool = True) -> None:
+                 invalid_output_tag: str | None = None, columnar: bool = True, state_layout: str = "cells") -> None:
         if not isinstance(assigner, WindowAssigner):
             raise TypeError(f"assigner must be a WindowAssigner, got {type(assigner).__name__}")
         self.assigner = assigner
@@ -114,9 +118,17 @@ class WindowOperator(KeyedOperator, WindowSink):
         self.event_time = assigner.is_event_time()
         self._engine_type = (_ENGINES.get(type(assigner)) if columnar and type(self.trigger) is EventTimeTrigger
                              and self.evictor is None and self.kind != _PROCESS else None)
+        if state_layout not in STATE_LAYOUTS:
+            raise ValueError(f"state_layout must be one of {STATE_LAYOUTS}, got {state_layout!r}")
+        if state_layout == "table":
+            if self._engine_type is not SessionEngine or self._packed() is None:
+                raise ValueError("state_layout='table' takes event-time session windows with the default trigger, "
+                                 "no evictor, columnar=True and a PackedAggregate function (such as RowAggregate)")
+            self._engine_type = SessionTable
         self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
                                         "invalid": 0, "state_migrated": 0}
         self._backend: KeyedStateBackend | None = None
+        self._engine: CellEngine | None = None
 
     def describe(self) -> dict[str, Any]:
         fn = self.function
@@ -258,6 +270,8 @@ class WindowOperator(KeyedOperator, WindowSink):
         self._invalid(record, field, reason)
 
     def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
         for fn in (self.function, self.window_function):
             if isinstance(fn, ProcessWindowFunction):
                 fn.close()

@@ -12,8 +12,8 @@ from .durations import to_millis
 from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError,
                      StateDescriptorError, StateError, StateMigrationError)
 from .key_identity import PLAIN_KEY_TYPES, SELF_IDENTICAL_TYPES, key_identity, key_of_identity
-from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_groups_for_partition,
-                        partition_for_key_group, stable_hash)
+from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_group_representatives,
+                        key_groups_for_partition, partition_for_key_group, stable_hash)
 from .registry import available_backends, backend_class, register_backend, wall_clock_ms
 from .serialization import KEY_SERIALIZER, MsgpackSerializer, NamespaceBytes, Serializer, expect_types, register_type, registered_types
 from .state import (AggregatingState, InternalKvState, InternalMergingState, ListState, MapState, MergingState,
@@ -31,6 +31,7 @@ __all__ = [
     "StateDescriptor", "StateDescriptorError", "StateError", "StateMigrationError", "StateTtlConfig", "StateVisibility", "Timer",
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
     "available_backends", "backend_class", "create_backend", "decode_timer", "detached", "is_immutable", "key_group_for", "key_group_for_bytes",
+    "key_group_representatives",
     "key_groups_for_partition", "key_identity", "key_of_identity", "PLAIN_KEY_TYPES", "SELF_IDENTICAL_TYPES", "parse_size", "partition_for_key_group", "register_backend", "register_type", "registered_types", "expect_types",
     "stable_hash", "timer_sort_key", "to_millis", "wall_clock_ms",
 ]

@@ -103,6 +103,7 @@ class KeyedStateBackend(ABC):
         self._timer_services: dict[str, InternalTimerService] = {}
         self._pending: dict[str, dict] = {}
         self._closed = False
+        self._flush_hooks: list[Callable[[], None]] = []
         self.checkpoint_base: Any = None
         """Set by statekit.checkpoint: the committed snapshot this state equals (incremental snapshots build on it)."""
 
@@ -336,8 +337,28 @@ class KeyedStateBackend(ABC):
         """An empty queue for ``domain`` ('event' or 'processing') timers of ``service``."""
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def add_flush_hook(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` at the start of every ``flush`` (so before every snapshot): how a write-back cache
+        over this backend's states (an operator's in-memory table) writes what it changed."""
+        self._flush_hooks.append(hook)
+
+    def remove_flush_hook(self, hook: Callable[[], None]) -> None:
+        """Stop running ``hook`` (its cache was closed; the backend may outlive it)."""
+        self._flush_hooks.remove(hook)
+
     def flush(self) -> None:
-        """End of an epoch: run the incremental TTL sweep; backends also write buffered changes."""
+        """End of an epoch: flush hooks write their caches, then the incremental TTL sweep runs; backends
+        also write buffered changes."""
+        self._write_back()
+        self._sweep_ttl()
+
+    def _write_back(self) -> None:
+        """Run the flush hooks."""
+        for hook in self._flush_hooks:
+            hook()
+
+    def _sweep_ttl(self) -> None:
+        """The incremental TTL sweep of every state whose TTL config asks for one."""
         for name, st in self._states.items():
             ttl = self._descriptors[name].ttl_config
             if ttl is not None and ttl.cleanup_incremental:

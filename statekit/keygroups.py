@@ -6,6 +6,7 @@ on every machine (never Python's salted ``hash()``), so state can be moved betwe
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 from zlib import crc32
 
@@ -58,6 +59,22 @@ def key_groups_and_bytes(keys: Sequence[object], max_parallelism: int) -> tuple[
 def key_group_for(key: object, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> int:
     """Key group of ``key`` in ``[0, max_parallelism)``."""
     return stable_hash(KEY_SERIALIZER.dumps(key)) % max_parallelism
+
+
+@lru_cache(maxsize=8)
+def key_group_representatives(max_parallelism: int) -> tuple[int, ...]:
+    """For each key group, the smallest non-negative int key in it: the key under which state kept per
+    key group (not per user key) is stored, so it moves with its group on rescaling like any key's."""
+    found = np.full(max_parallelism, -1, np.int64)
+    start, block = 0, max(1024, 4 * max_parallelism)
+    while (found < 0).any():
+        candidates = np.arange(start, start + block)
+        groups = key_groups_for_bytes(list(map(KEY_SERIALIZER.dumps, candidates.tolist())), max_parallelism)
+        fresh = found[groups] < 0
+        first = np.unique(groups[fresh], return_index=True)  # the smallest candidate of each group not found yet
+        found[first[0]] = candidates[fresh][first[1]]
+        start += block
+    return tuple(found.tolist())
 
 
 def check_parallelism(parallelism: int, max_parallelism: int) -> None:

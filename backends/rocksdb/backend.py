@@ -83,10 +83,12 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
         return RocksDBTimerQueue(*self._store.timer_family(service, domain), self._timer_cache_size)
 
     def flush(self) -> None:
-        """End of an epoch: write the overlay as one WriteBatch, sweep TTL, write the sweep's deletes."""
+        """End of an epoch: flush hooks write their caches, the overlay goes as one WriteBatch, TTL is
+        swept and the sweep's deletes are written."""
         self._check_open()
+        self._write_back()
         self._wb.write()
-        super().flush()
+        self._sweep_ttl()
         self._wb.write()
 
     def close(self) -> None:

@@ -210,3 +210,76 @@ def test_namespaces_serialized_apart_restore_apart_in_a_fresh_interpreter(tmp_pa
     values = {1: 10}  # True (index 1) was updated again before the delta
     assert got["cells"] == [[repr(ns), values.get(i, i), [i]] for i, ns in reversed(list(enumerate(SERIALIZED_APART)))]
     assert got["fired"] == sorted([100, repr(ns)] for i, ns in enumerate(SERIALIZED_APART) if i != 1)
+
+
+TABLE_EPOCHS = [
+    [("u1", 1000, 5, 0.5), (("t", 2), 1003, 1 << 63, -0.0), (7, 1009, 2, 1.5), ("u2", 3000, 1, 2.0)],  # a sum beyond
+    # int64: a key in the list form
+    [("u1", 1012, 7, 2.5), (("t", 2), 1010, 4, 1.0), ("u3", 2990, 3, 0.5)],
+]
+TABLE_OPERATOR = """
+from statekit.operators import EventTimeSessionWindows, RowAggregate, WindowOperator
+def table_operator(layout):
+    return WindowOperator(EventTimeSessionWindows.with_gap(10), RowAggregate([("first", 3), ("sum", 2), ("count", None)]),
+                          **({{"state_layout": "table"}} if layout else {{"columnar": False}}))
+"""
+WRITE_TABLE = TABLE_OPERATOR + """
+import json, numpy as np
+from statekit import StateConfig, create_backend
+from statekit.checkpoint import CheckpointStore
+from statekit.operators import Output
+
+store, out = CheckpointStore({root!r}), Output()
+b = create_backend(StateConfig(backend={backend!r}, local_dir={local!r}))
+op = table_operator(True)
+op.open(b, out)
+for epoch, records in enumerate({epochs!r}):  # a full snapshot, then a delta
+    op.process_columns([r[0] for r in records], np.array([r[1] for r in records], np.int64),
+                       [[r[0] for r in records], [r[2] for r in records], [r[2] for r in records], [r[3] for r in records]])
+    op.process_watermark(1005 + epoch)
+    store.commit("op", epoch, b, metadata={{"operator": op.snapshot_metadata()}})
+print(json.dumps({{"listed": len(op._engine._overflow), "fired": repr(out.drain())}}))
+"""
+READ_TABLE = TABLE_OPERATOR + """
+import json, sys
+from statekit import StateConfig
+from statekit.checkpoint import CheckpointStore
+from statekit.operators import Output
+
+r = CheckpointStore({root!r}).restore("op", StateConfig(backend={target!r}, local_dir={local!r}))
+op, out = table_operator(True), Output()
+op.open(r.backend, out)
+op.restore_metadata(r.metadata[0]["operator"])
+op.process_watermark(10_000)
+print(json.dumps({{"fired": repr(out.drain())}}))
+"""
+
+
+@pytest.mark.parametrize("source", BACKENDS)
+@pytest.mark.parametrize("target", BACKENDS)
+def test_a_session_table_restores_in_a_fresh_interpreter(tmp_path, source, target):
+    """Session-table pages (packed rows and a key in the list form; a full snapshot and a delta) written by
+    one process: a fresh interpreter restores them into either backend and fires what the record path
+    fires on the same input."""
+    import numpy as np
+    from statekit.operators import Output
+    from statekit.operators.testing import OperatorHarness
+
+    root = str(tmp_path / "ckpt")
+    wrote = json.loads(_run(textwrap.dedent(WRITE_TABLE).format(backend=source, local=str(tmp_path / "w"), root=root,
+                                                                epochs=TABLE_EPOCHS), tmp_path))
+    got = json.loads(_run(textwrap.dedent(READ_TABLE).format(target=target, local=str(tmp_path / "r"), root=root),
+                          tmp_path))
+    scope: dict = {}
+    exec(textwrap.dedent(TABLE_OPERATOR).replace("{{", "{").replace("}}", "}"), scope)
+    reference = OperatorHarness(scope["table_operator"](False))
+    reference.open()
+    fired = []
+    for epoch, records in enumerate(TABLE_EPOCHS):
+        reference.process_batch([(r[0], (r[0], r[2], r[2], r[3]), r[1]) for r in records])
+        reference.process_watermark(1005 + epoch)
+        fired.append(reference.output())
+    reference.process_watermark(10_000)
+    assert wrote == {"listed": 1, "fired": repr(fired[0] + fired[1])}
+    assert got["fired"] == repr(reference.output()) and str((1 << 63) + 4) in got["fired"]
+    reference.close()

@@ -1,0 +1,443 @@
+"""Event-time sessions of all of an operator's keys as one columnar table (``state_layout="table"``): the
+session engine's rules (``operators.session_engine``) on numpy arrays instead of one stored cell and one
+timer per key, for 10^6 keys and more.
+
+In memory: a slot per key (its identity maps to the slot; its key, bytes and key group by slot) and one
+row per open session ``[start, end, *packed accumulator]`` with its key's slot. A key whose accumulators
+do not pack keeps its sessions in the list form (``[[start, end, accumulator], ...]``) instead. An epoch
+takes the rows of the keys it touches out, merges the epoch's runs into them in bulk (``merged``), takes
+keys that may emit (late records, late-but-allowed fires, records out of time order) one record at a
+time, and puts the rows back. Timers are implicit: a watermark fires and cleans every session whose end
+it passed, found by one scan of the end column, in the order of the timer queue (time, key group, key
+bytes). Results equal the cell engine's and the record path's.
+
+Stored: one page per key group in the value state ``session-table``, under the group's representative
+key (``statekit.key_group_representatives``), so pages snapshot, restore and move with their groups on
+rescaling like any state. Pages of the groups an epoch changed are written by a backend flush hook,
+once per flush (before every snapshot); an engine opened on a backend reads every page of its groups.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import repeat
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError,
+                      ValueState, detached, key_group_representatives, key_identity)
+from statekit.key_identity import PLAIN_KEY_TYPES
+
+from .cell_engine import Fold, PackedFold, WindowSink, _codes, _timestamps
+from .columns import by_code, present_codes, python_values, session_runs
+from .packed_cells import NO_TIMER, WindowTable
+from .packed_sessions import merged
+from .session_engine import SessionEngine
+from .windows import TimeWindow
+
+TABLE_STATE = "session-table"
+PAGE_FORMAT = 1
+"""A page: ``[PAGE_FORMAT, words per row, key lengths (int32), key bytes, row keys (int32), rows (int64),
+[[key index, list-form sessions], ...]]``: the page's keys (serialized), each row with its key's index."""
+
+
+class SessionTable(SessionEngine):
+    """Sessions with gap ``gap`` of every key, held as columns and stored as pages per key group."""
+
+    STATE = TABLE_STATE
+    LAYOUT = "session-table"
+
+    def __init__(self, gap: int, lateness: int, backend: KeyedStateBackend, state: ValueState,
+                 timers: InternalTimerService, sink: WindowSink, add: Callable[[Any, Any], Any],
+                 merge: Callable[[Any, Any], Any], metrics: dict[str, int], clears: bool,
+                 packed: PackedAggregate | None) -> None:
+        if packed is None:
+            raise ValueError("state_layout='table' needs a PackedAggregate window function (its accumulators "
+                             "are stored as int64 columns)")
+        super().__init__(gap, lateness, backend, state, timers, sink, add, merge, metrics, clears, packed)
+        self._function = packed
+        self._width = self._cells.width
+        self._slot_of: dict[Any, int] = {}
+        self._keys = np.empty(0, object)      # slot -> key (None: a free slot)
+        self._ids = np.empty(0, object)       # slot -> key identity
+        self._kbs = np.empty(0, object)       # slot -> key bytes
+        self._kb_len = np.empty(0, np.int32)  # slot -> len(key bytes)
+        self._kgs = np.empty(0, np.int64)     # slot -> key group
+        self._free: list[int] = []
+        self._owner = np.empty(0, np.int64)   # row -> slot
+        self._rows = np.empty((0, self._width), np.int64)
+        self._overflow: dict[int, list] = {}  # slot -> list-form sessions (accumulators that do not pack)
+        self._dirty = np.zeros(backend.max_parallelism, bool)
+        groups = backend.key_groups
+        reps = key_group_representatives(backend.max_parallelism)
+        resolved, _ = backend.resolve_keys([reps[g] for g in groups])
+        self._groups = np.arange(groups.start, groups.stop)
+        self._page_keys = resolved
+        self._load()
+        backend.add_flush_hook(self.write_pages)
+
+    def close(self) -> None:
+        self._backend.remove_flush_hook(self.write_pages)
+
+    # -- slots ---------------------------------------------------------------------------------
+    def _new_slots(self, keys: list, ids: list, kgs: list, kbs: list) -> np.ndarray:
+        """Slots for keys not held yet (free ones first, then new ones at the end)."""
+        n = len(keys)
+        reuse = self._free[len(self._free) - min(n, len(self._free)):]
+        del self._free[len(self._free) - len(reuse):]
+        grow = n - len(reuse)
+        if grow:
+            size = len(self._keys)
+            self._keys, self._ids, self._kbs = (np.concatenate((a, np.empty(grow, object)))
+                                                for a in (self._keys, self._ids, self._kbs))
+            self._kb_len = np.concatenate((self._kb_len, np.zeros(grow, np.int32)))
+            self._kgs = np.concatenate((self._kgs, np.zeros(grow, np.int64)))
+            reuse += range(size, size + grow)
+        slots = np.array(reuse, np.int64)
+        self._keys[slots] = _objects(keys)
+        self._ids[slots] = _objects(ids)
+        self._kbs[slots] = _objects(kbs)
+        self._kb_len[slots] = np.fromiter(map(len, kbs), np.int32, n)
+        self._kgs[slots] = kgs
+        self._slot_of.update(zip(ids, reuse))
+        return slots
+
+    def _release(self, slots: np.ndarray) -> None:
+        """Free the slots of keys left without sessions."""
+        if len(slots):
+            deque(map(self._slot_of.pop, self._ids[slots].tolist()), maxlen=0)
+            self._keys[slots] = self._ids[slots] = self._kbs[slots] = None
+            self._free += slots.tolist()
+
+    def _take(self, hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Remove and return (owner, rows) of the rows whose slot ``hit`` marks."""
+        taken = hit[self._owner]
+        owner, rows = self._owner[taken], self._rows[taken]
+        self._owner, self._rows = self._owner[~taken], self._rows[~taken]
+        return owner, rows
+
+    def _put(self, owner: np.ndarray, rows: np.ndarray) -> None:
+        self._owner = np.concatenate((self._owner, owner))
+        self._rows = np.concatenate((self._rows, rows))
+
+    def _list_form(self, rows: np.ndarray) -> list:
+        """Sessions ``[[start, end, accumulator], ...]`` of packed rows."""
+        return [[s, e, a] for (s, e), a in zip(rows[:, :2].tolist(), self._function.unpack(rows[:, 2:]))]
+
+    # -- an epoch's records --------------------------------------------------------------------
+    def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+                 fold_packed: PackedFold | None) -> None:
+        ts, good, problems = _timestamps(timestamps)
+        if problems:
+            keys = python_values(keys)
+        codes, distinct = _codes(keys, good, problems)
+        ids = distinct if set(map(type, distinct)) <= PLAIN_KEY_TYPES else [key_identity(k) for k in distinct]
+        slots = np.fromiter(map(self._slot_of.get, ids, repeat(-1)), np.int64, len(ids))
+        refused: dict[int, Any] = {}
+        new = np.flatnonzero(slots < 0).tolist()
+        if new:
+            resolved, refused_new = self._backend.resolve_keys([distinct[i] for i in new])
+            refused = {new[j]: e for j, e in refused_new.items()}
+            ok = [j for j in range(len(new)) if j not in refused_new] if refused else range(len(new))
+            if ok:
+                _, kgs, kbs = zip(*[resolved[j] for j in ok]) if refused else zip(*resolved)
+                slots[[new[j] for j in ok]] = self._new_slots([distinct[new[j]] for j in ok],
+                                                              [ids[new[j]] for j in ok], kgs, kbs)
+        if problems or refused:
+            keys = python_values(keys)
+        for r in sorted(problems):
+            field, reason = problems[r]
+            self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)
+        wm = self._timers.current_watermark()
+        rows = np.flatnonzero(good)
+        c, t = codes[rows], ts[rows]
+        slow = np.zeros(len(distinct), dtype=bool)
+        slow[self._slow_codes(c, t, wm)] = True
+        slow[list(refused)] = True
+        if self._overflow:
+            slow[np.fromiter(map(self._overflow.__contains__, slots.tolist()), bool, len(slots))] = True
+        per_key = np.bincount(c, minlength=len(distinct))
+        self._metrics["records_in"] += int(per_key.sum()) - sum(int(per_key[i]) for i in refused)
+        held = slots[slots >= 0]
+        hit = np.zeros(len(self._keys), bool)
+        hit[held] = True
+        code_of = np.full(len(self._keys), -1, np.int64)
+        code_of[held] = np.flatnonzero(slots >= 0)
+        owner, old = self._take(hit)
+        old_codes = code_of[owner]
+        by = np.lexsort((old[:, 0], old_codes))
+        old_codes, old = old_codes[by], old[by]
+        fast_rows = rows[~slow[c]]
+        fast = present_codes(codes[fast_rows]) if len(fast_rows) else np.zeros(0, np.int64)
+        if len(fast) and not self._bulk(codes, ts, fast_rows, fast, slots, old_codes, old, fold_packed):
+            slow[fast] = True  # values that do not pack: these keys go record by record too
+        self._by_records(keys, codes, ts, rows, slow, slots, distinct, refused, old_codes, old, value_of, wm)
+        self._dirty[self._kgs[held]] = True
+        left = np.zeros(len(self._keys), bool)
+        left[self._owner] = True
+        left[list(self._overflow)] = True
+        self._release(held[~left[held]])
+
+    def _bulk(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, fast: np.ndarray, slots: np.ndarray,
+              old_codes: np.ndarray, old: np.ndarray, fold_packed: PackedFold | None) -> bool:
+        """The records ``rows`` of keys ``fast`` (in time order, all after the watermark) merged into their
+        sessions in bulk; False (nothing changed) when their values or accumulators do not pack."""
+        if fold_packed is None:
+            return False
+        mine = np.isin(old_codes, fast)
+        gap = self.gap
+        table = WindowTable(np.zeros(len(fast), np.int64), np.searchsorted(fast, old_codes[mine]), old[mine])
+        runs = session_runs(codes, ts, rows, gap, fast[table.owner], table.rows[:, 0] - gap, table.rows[:, 1])
+        accs = fold_packed(runs.order, runs.starts)
+        if accs is None:
+            return False
+        result = merged(table, np.searchsorted(fast, np.asarray(runs.codes, np.int64)),
+                        np.asarray(runs.firsts, np.int64), np.asarray(runs.lasts, np.int64) + gap, accs, self._function)
+        if result is None:
+            return False
+        self._put(slots[fast][result.owner], result.rows)
+        return True
+
+    def _by_records(self, keys: Sequence[Any], codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, slow: np.ndarray,
+                    slots: np.ndarray, distinct: list, refused: dict, old_codes: np.ndarray, old: np.ndarray,
+                    value_of: Callable[[int], Any], wm: int) -> None:
+        """Keys ``slow`` one record at a time in arrival order, in order of first appearance, as one-by-one
+        processing takes them; their sessions go back packed, or in the list form when they do not pack."""
+        slow_codes = np.flatnonzero(slow)
+        if not len(slow_codes):
+            return
+        slow_rows = rows[slow[codes[rows]]]
+        slow_of = codes[slow_rows]
+        by_key = slow_rows[by_code(slow_of)]
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(slow_of, minlength=len(distinct))))).tolist()
+        mine = slow[old_codes]
+        starts = np.searchsorted(old_codes[mine], slow_codes, "left").tolist()
+        ends = np.searchsorted(old_codes[mine], slow_codes, "right").tolist()
+        stored = self._list_form(old[mine])
+        back_slots, back = [], []
+        for i, a, b in zip(slow_codes.tolist(), starts, ends):
+            key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()
+            if i in refused:
+                reason = str(refused[i])
+                for r in key_rows:
+                    self._sink.invalid_record((keys[r], value_of(r), int(ts[r])), "key", reason)
+                continue
+            slot = int(slots[i])
+            sessions = self._overflow.pop(slot, None)
+            if sessions is None:
+                sessions = stored[a:b]
+            key = distinct[i]
+            for r in key_rows:
+                self._record(key, sessions, int(ts[r]), value_of(r), wm)
+            back_slots.append(slot)
+            back.append(sessions)
+        self._put_sessions(back_slots, back)
+
+    def _put_sessions(self, slots: list, sessions: list) -> None:
+        """Keys' list-form sessions back into the table: packed rows, or kept in the list form."""
+        counts = list(map(len, sessions))
+        flat = [s for ss in sessions for s in ss]
+        if not flat:
+            return
+        words = self._function.pack([s[2] for s in flat])
+        if words is not None:
+            bounds = np.array([s[:2] for s in flat], np.int64).reshape(-1, 2)
+            rows = np.concatenate((bounds, np.asarray(words, np.int64).reshape(-1, self._width - 2)), axis=1)
+            self._put(np.repeat(np.array(slots, np.int64), counts), rows)
+            return
+        for slot, ss in zip(slots, sessions):  # some do not pack: key by key
+            words = self._function.pack([s[2] for s in ss]) if ss else None
+            if words is None and ss:
+                self._overflow[slot] = ss
+            elif ss:
+                bounds = np.array([s[:2] for s in ss], np.int64)
+                self._put(np.full(len(ss), slot, np.int64), np.concatenate((bounds, words), axis=1))
+
+    # -- a watermark ---------------------------------------------------------------------------
+    def _advance(self, watermark: int) -> None:
+        previous = self._timers.current_watermark()
+        self._timers.advance_watermark(watermark)  # this layout registers no timers: it only moves time
+        if not len(self._owner) and not self._overflow:
+            return
+        rows, owner = self._rows, self._owner
+        ends = rows[:, 1]
+        fire_at = ends - 1
+        cleanup = self._cleanups(ends)
+        fired = np.flatnonzero((previous < fire_at) & (fire_at <= watermark))
+        clean = (cleanup <= watermark) & (cleanup != MAX_TIMESTAMP)
+        listed, emptied = self._listed_due(previous, watermark)
+        cleared = np.flatnonzero(clean) if self._clears else np.zeros(0, np.int64)
+        done = np.unique(np.concatenate((owner[clean], emptied)))
+        self._owner, self._rows = owner[~clean], rows[~clean]
+        self._dirty[self._kgs[done]] = True
+        left = np.zeros(len(self._keys), bool)
+        left[self._owner] = True
+        left[list(self._overflow)] = True
+        if not len(cleared) and listed is None:  # fires only: handed over in one call
+            r = fired[self._pop_order(owner[fired], fire_at[fired], np.zeros(len(fired), np.int8))]
+            self._sink.fire_windows_packed(self._keys[owner[r]].tolist(), rows[r, 0], ends[r], rows[r, 2:])
+        else:
+            self._emit(rows, owner, fired, cleared, fire_at, cleanup, listed)
+        self._release(done[~left[done]])
+
+    def _listed_due(self, previous: int, watermark: int) -> tuple[tuple | None, np.ndarray]:
+        """Fires and cleanups of list-form sessions at ``watermark`` as ``(slots, times, kinds, sessions)``
+        (None when there are none), the sessions cleaned dropped; and the slots left without sessions."""
+        due: list[tuple] = []
+        emptied: list[int] = []
+        for slot in list(self._overflow):
+            keep = []
+            for s in self._overflow[slot]:
+                if previous < s[1] - 1 <= watermark:
+                    due.append((slot, s[1] - 1, 0, s))
+                cleanup = self._cleanup(s[1])
+                if cleanup <= watermark and cleanup != MAX_TIMESTAMP:
+                    if self._clears:
+                        due.append((slot, cleanup, 1, s))
+                else:
+                    keep.append(s)
+            if len(keep) < len(self._overflow[slot]):
+                self._dirty[self._kgs[slot]] = True
+            if keep:
+                self._overflow[slot] = keep
+            else:
+                del self._overflow[slot]
+                emptied.append(slot)
+        if not due:
+            return None, np.array(emptied, np.int64)
+        slots, times, kinds, sessions = zip(*due)
+        return (np.array(slots, np.int64), np.array(times, np.int64), np.array(kinds, np.int8),
+                list(sessions)), np.array(emptied, np.int64)
+
+    def _emit(self, rows: np.ndarray, owner: np.ndarray, fired: np.ndarray, cleared: np.ndarray, fire_at: np.ndarray,
+              cleanup: np.ndarray, listed: tuple | None) -> None:
+        """Fires and cleanups of packed rows and list-form sessions together, in timer order."""
+        n_fired = len(fired)
+        accs = self._function.unpack(rows[fired, 2:])
+        sessions = [[s, e, a] for (s, e), a in zip(rows[fired, :2].tolist(), accs)]
+        sessions += [[s, e, None] for s, e in rows[cleared, :2].tolist()]
+        who = np.concatenate((owner[fired], owner[cleared]))
+        times = np.concatenate((fire_at[fired], cleanup[cleared]))
+        kinds = np.concatenate((np.zeros(n_fired, np.int8), np.ones(len(cleared), np.int8)))
+        if listed is not None:
+            who, times, kinds = (np.concatenate(pair) for pair in zip((who, times, kinds), listed[:3]))
+            sessions += listed[3]
+        order = self._pop_order(who, times, kinds).tolist()
+        keys, kinds_l = self._keys[who].tolist(), kinds.tolist()
+        sink = self._sink
+        for a in order:
+            s = sessions[a]
+            if kinds_l[a] == 0:
+                sink.fire_window(keys[a], TimeWindow(s[0], s[1]), s[2])
+            else:
+                sink.clear_window(keys[a], TimeWindow(s[0], s[1]))
+
+    def _pop_order(self, slots: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+        """The order one-by-one processing takes these actions in: the timer queue's (time, key group,
+        key bytes), a key's fire before its cleanup."""
+        table = pa.table({"t": times, "g": self._kgs[slots], "b": pa.array(self._kbs[slots].tolist(), pa.binary()),
+                          "k": kinds})
+        return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
+                                       ("k", "ascending")]).to_numpy()
+
+    # -- pages ---------------------------------------------------------------------------------
+    def write_pages(self) -> None:
+        """Write the page of every key group changed since the last write (a flush hook)."""
+        groups = np.flatnonzero(self._dirty)
+        if not len(groups):
+            return
+        self._dirty[:] = False
+        row_group = self._kgs[self._owner]
+        sel = np.flatnonzero(self._dirty_rows(row_group, groups))
+        sel = sel[np.argsort(row_group[sel].astype(np.int16), kind="stable")]  # by group (a radix sort)
+        owner, group = self._owner[sel], row_group[sel]
+        first_at = np.empty(len(self._keys), np.int64)  # where each key is first met
+        first_at[owner[::-1]] = np.arange(len(sel) - 1, -1, -1)
+        first = first_at[owner] == np.arange(len(sel))
+        key_slots = owner[first]  # each page's keys, in the order met
+        key_index = np.empty(len(self._keys), np.int64)
+        key_index[key_slots] = np.arange(len(key_slots))
+        key_at = key_index[owner]  # each row's key, counted over all pages
+        row_cut = np.searchsorted(group, groups).tolist() + [len(sel)]
+        key_cut = np.searchsorted(group[first], groups).tolist() + [len(key_slots)]
+        lengths = self._kb_len[key_slots]
+        byte_cut = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))[key_cut].tolist()
+        blob = b"".join(self._kbs[key_slots].tolist())
+        rows = self._rows[sel]
+        listed: dict[int, list[int]] = {}
+        for slot in self._overflow:
+            listed.setdefault(int(self._kgs[slot]), []).append(slot)
+        values = []
+        for j, g in enumerate(groups.tolist()):
+            ra, rb, ka, kb = row_cut[j], row_cut[j + 1], key_cut[j], key_cut[j + 1]
+            extra = listed.get(g, [])
+            if ra == rb and not extra:
+                values.append(None)
+                continue
+            extra_kbs = [self._kbs[slot] for slot in extra]  # list-form keys follow the packed ones
+            values.append([PAGE_FORMAT, self._width,
+                           lengths[ka:kb].tobytes() + np.fromiter(map(len, extra_kbs), np.int32, len(extra)).tobytes(),
+                           blob[byte_cut[j]:byte_cut[j + 1]] + b"".join(extra_kbs),
+                           (key_at[ra:rb] - ka).astype(np.int32).tobytes(), rows[ra:rb].tobytes(),
+                           [[kb - ka + i, detached(self._overflow[slot])] for i, slot in enumerate(extra)]])
+        start = self._groups[0]
+        self._state.update_internal_many([self._page_keys[g - start] for g in groups.tolist()], values)
+
+    def _dirty_rows(self, row_group: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Which rows are in one of ``groups``."""
+        mask = np.zeros(len(self._dirty), bool)
+        mask[groups] = True
+        return mask[row_group]
+
+    def _load(self) -> None:
+        """Take every stored page of this backend's key groups into the table."""
+        pages = self._state.get_internal_many(self._page_keys)
+        for g, page in zip(self._groups.tolist(), pages):
+            if page is None:
+                continue
+            if page[0] != PAGE_FORMAT or page[1] != self._width:
+                raise StateError(f"state '{self.STATE}': the page of key group {g} is format {page[0]} with "
+                                 f"{page[1]} words a row; this operator reads format {PAGE_FORMAT} with {self._width} "
+                                 f"(restore with the function that wrote it, or give it an accumulator migration)")
+            lengths = np.frombuffer(page[2], np.int32)
+            offsets = (np.cumsum(lengths) - lengths).tolist()
+            blob = page[3]
+            kbs = [blob[a:a + n] for a, n in zip(offsets, lengths.tolist())]
+            keys = list(map(KEY_SERIALIZER.loads, kbs))
+            ids = [key_identity(k) for k in keys]
+            slots = self._new_slots(keys, ids, [g] * len(keys), kbs)
+            rows = np.frombuffer(page[5], np.int64).reshape(-1, self._width).copy()
+            self._put(slots[np.frombuffer(page[4], np.int32)], rows)
+            for index, sessions in page[6]:
+                self._overflow[int(slots[index])] = [list(s) for s in detached(sessions)]
+
+    @classmethod
+    def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
+        """A migration of stored pages from one of their accumulators' (each session's): rows written by
+        accumulator ``version`` are unpacked with its layout, migrated and packed again (kept in the list
+        form when they no longer pack)."""
+        def page(version: int, stored: list) -> list:
+            width = 2 + packed.packed_width()
+            rows = np.frombuffer(stored[5], np.int64).reshape(-1, stored[1])
+            accs = [migrate(version, a) for a in packed.unpack(rows[:, 2:], version)]
+            listed = [[i, [[s, e, migrate(version, a)] for s, e, a in sessions]] for i, sessions in stored[6]]
+            words = packed.pack(accs) if accs else np.zeros((0, width - 2), np.int64)
+            row_key = np.frombuffer(stored[4], np.int32)
+            if words is None:  # some accumulators no longer pack: the page's sessions all in the list form
+                per_key: dict[int, list] = {}
+                for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs):
+                    per_key.setdefault(k, []).append([s, e, a])
+                listed += [[k, sessions] for k, sessions in per_key.items()]
+                row_key, new_rows = np.zeros(0, np.int32), np.zeros((0, width), np.int64)
+            else:
+                new_rows = np.concatenate((rows[:, :2], np.asarray(words, np.int64)), axis=1)
+            return [PAGE_FORMAT, width, stored[2], stored[3], row_key.tobytes(), new_rows.tobytes(), listed]
+        return page
+
+
+def _objects(values: list) -> np.ndarray:
+    """``values`` as a 1-d object array (tuples stay elements, not rows)."""
+    return np.fromiter(values, object, len(values))

@@ -1,0 +1,227 @@
+"""The session table (``state_layout="table"``: every key's sessions as columns, stored as pages per key
+group) against the generic record path (``columnar=False``) on every backend: random epochs in and out
+of time order, late and late-but-allowed records, accumulators that do not pack (kept in the list form),
+snapshots restored into a new backend between epochs, rescaling, and what is stored.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+from statekit import StateConfig, key_group_for, key_group_representatives
+from statekit.jobs.sessionize import SessionRows
+from statekit.operators import EventTimeSessionWindows, RowAggregate, WindowOperator
+from statekit.operators.session_table import TABLE_STATE, SessionTable
+from statekit.operators.testing import OperatorHarness
+from tests.operators_support import KeyedWindowResult, fresh_stretch
+
+GAP = 10
+AGGS = [("first", 1), ("last", 1), ("first", 3), ("last", 3), ("sum", 2), ("min", 3), ("avg", 3), ("count", None)]
+KEY_VALUES = ["a", "b", 1, True, (3, "x"), 2.0]
+HALVES = st.integers(-50, 50).map(lambda x: x / 2)
+# (key, time offset, nullable int, int, float or -0.0 (whose first/last/min does not pack))
+ROWS = st.tuples(st.sampled_from(KEY_VALUES), st.integers(-25, 40), st.one_of(st.none(), st.integers(-50, 50)),
+                 st.integers(-50, 50), st.one_of(HALVES, st.just(-0.0)))
+# epochs: rows, fed in time order (the bulk path), as columns (else records), watermark advance, and
+# whether the engine is then snapshotted and restored into a new backend
+EPOCHS = st.lists(st.tuples(st.lists(ROWS, max_size=25), st.booleans(), st.booleans(), st.integers(0, 25),
+                            st.booleans()), min_size=1, max_size=6)
+# stored sessions [0, 10) and [25, 35) of "a"; then 10 (touches the first) and 18 (bridges both), in time order
+BRIDGING = [([("a", 0, 1, 1, 0.5), ("a", 25, 2, 2, 1.5)], True, True, 0, True),
+            ([("a", 10, 3, 3, 2.5), ("a", 18, None, 4, -1.0), ("a", 100, 5, 5, 3.0), ("b", 2, None, 6, 0.5)],
+             True, True, 30, False)]
+# a session whose sum leaves int64 (a uint64: the list form), restored, then merged and fired
+UNPACKED = [([("a", 0, 1, 1 << 63, 0.5), ("b", 3, 1, 1, 0.5)], True, True, 0, True),
+            ([("a", 5, 2, 1, -0.0), ("b", 8, 1, 1, -0.0)], False, True, 20, True)]
+
+class Clearing(KeyedWindowResult):
+    """Emits each window's result, and logs its fires and cleanups (``clear``) in the order they come."""
+
+    def __init__(self, log: list) -> None:
+        super().__init__()
+        self.log = log
+
+    def process(self, key, context, elements):
+        self.log.append(("fire", key, context.window))
+        yield from super().process(key, context, elements)
+
+    def clear(self, context):
+        self.log.append(("clear", context.window))
+
+
+FUNCTIONS = {
+    "columns": lambda log: None,          # results as columns (RowAggregate's packed results)
+    "rows": lambda log: SessionRows(),    # a WindowRowsFunction: one call per watermark
+    "per-window": Clearing,               # a ProcessWindowFunction per fired window, told of cleanups
+}
+
+
+def operator(function: str, lateness: int, layout: str | None, log: list | None = None) -> WindowOperator:
+    """The table (``layout="table"``) or the record path (``layout=None``); ``log``: fires and cleanups."""
+    extra = {"state_layout": layout} if layout else {"columnar": False}
+    return WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate(AGGS),
+                          window_function=FUNCTIONS[function]([] if log is None else log),
+                          allowed_lateness=lateness, late_output_tag="late", invalid_output_tag="invalid", **extra)
+
+
+def harness(op: WindowOperator, backend: str, path, snapshot: bytes | None = None, key_groups=None) -> OperatorHarness:
+    h = OperatorHarness(op, StateConfig(backend=backend, local_dir=str(path)), key_groups=key_groups)
+    if snapshot is not None:
+        h.restore(snapshot)
+    h.open()
+    return h
+
+
+def columns_of(records: list[tuple]) -> tuple[list, np.ndarray, list[list]]:
+    keys = [k for k, _, _ in records]
+    cols = [list(c) for c in zip(*(v for _, v, _ in records))] if records else [[], [], [], []]
+    return keys, np.array([t for _, _, t in records], dtype=np.int64), cols
+
+
+def flushed_entries(h: OperatorHarness) -> int:
+    h.backend.flush()
+    return h.num_entries()
+
+
+@pytest.mark.parametrize("function", list(FUNCTIONS))
+@pytest.mark.parametrize("lateness", [0, 7])
+def test_table_equals_record_path(backend_name, tmp_path, function, lateness):
+    dirs = itertools.count()
+    logs: tuple[list, list] = ([], [])
+    table = harness(operator(function, lateness, "table", logs[0]), backend_name, tmp_path / "t0")
+    reference = harness(operator(function, lateness, None, logs[1]), backend_name, tmp_path / "reference")
+    assert type(table.operator._engine) is SessionTable
+    seen = {"restored": 0, "listed": 0}
+    carried = dict.fromkeys(table.metrics, 0)  # metrics of the operators restored from
+    examples = itertools.count()
+
+    @settings(max_examples=40 if backend_name == "heap" else 20, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(epochs=EPOCHS)
+    @example(epochs=BRIDGING)
+    @example(epochs=UNPACKED)
+    def check(epochs):
+        nonlocal table
+        n = next(examples)
+        wm = fresh_stretch(table, reference)
+        for records, in_time_order, as_columns, advance, restore in epochs:
+            recs = [((n, k), ((n, k), *values), wm + dt) for k, dt, *values in records]
+            if in_time_order:
+                recs.sort(key=lambda r: r[2])
+            reference.process_batch(recs)
+            if as_columns:
+                table.process_columns(*columns_of(recs))
+            else:
+                table.process_batch(recs)
+            for tag in ("late", "invalid"):
+                assert repr(table.side_output(tag)) == repr(reference.side_output(tag))
+            assert repr(table.output()) == repr(reference.output())
+            seen["listed"] += bool(table.operator._engine._overflow)
+            if restore:
+                snapshot = table.snapshot()
+                for name, value in table.metrics.items():
+                    carried[name] += value
+                table.close()
+                table = harness(operator(function, lateness, "table", logs[0]), backend_name,
+                                tmp_path / f"t{next(dirs)}", snapshot)
+                seen["restored"] += 1
+            wm += advance
+            for h in (table, reference):
+                h.process_watermark(wm)
+            assert repr(table.output()) == repr(reference.output())
+            assert logs[0] == logs[1]
+            assert repr(table.side_output("late")) == repr(reference.side_output("late"))
+            assert repr(table.side_output("invalid")) == repr(reference.side_output("invalid"))
+            assert {k: v + carried[k] for k, v in table.metrics.items()} == reference.metrics
+        for h in (table, reference):
+            h.process_watermark(wm + 500)
+        assert repr(table.output()) == repr(reference.output())
+        assert flushed_entries(table) == reference.num_entries() == 0
+
+    check()
+    assert seen["restored"] > 0 and seen["listed"] > 0, seen
+    assert (function != "per-window") == (not any(entry[0] == "clear" for entry in logs[0]))
+    table.close()
+    reference.close()
+
+
+def test_pages_hold_a_key_groups_sessions_under_its_representative_key(backend_name, tmp_path):
+    """After a flush the state holds one page per key group with open sessions, stored under the
+    group's representative key; a group whose sessions all fired is cleared."""
+    h = harness(operator("columns", 0, "table"), backend_name, tmp_path / "h")
+    keys = [f"user-{i}" for i in range(40)]
+    h.process_columns(keys, np.arange(40, dtype=np.int64), [keys, list(range(40)), list(range(40)), [0.5] * 40])
+    h.backend.flush()
+    groups = sorted({key_group_for(k) for k in keys})
+    reps = key_group_representatives(h.backend.max_parallelism)
+    state = h.operator._engine._state
+    resolved, _ = h.backend.resolve_keys([reps[g] for g in range(h.backend.max_parallelism)])
+    pages = state.get_internal_many(resolved)
+    assert [g for g, page in enumerate(pages) if page is not None] == groups
+    assert h.backend.state_entry_counts()[TABLE_STATE] == len(groups)
+    h.process_watermark(1000)
+    assert len(h.output()) == 40
+    assert flushed_entries(h) == 0
+    h.close()
+
+
+@pytest.mark.parametrize("target", ["heap", "rocksdb"])
+def test_rescaled_pages_go_with_their_key_groups(backend_name, target, tmp_path):
+    """A snapshot of one backend restored into two (halves of the key groups) and the other backend:
+    each half holds the sessions of its keys only, and together they fire what the whole would."""
+    keys = [f"k{i}" for i in range(60)]
+    cols = [keys, list(range(60)), list(range(60)), [0.25] * 60]
+    whole = harness(operator("columns", 3, "table"), backend_name, tmp_path / "whole")
+    whole.process_columns(keys, np.arange(60, dtype=np.int64) * 3, cols)
+    whole.process_watermark(20)
+    fired_before = whole.output()
+    snapshot = whole.snapshot()
+    whole.process_watermark(1000)
+    expected = sorted(repr(r) for r in whole.output())
+    got = []
+    for i, kgs in enumerate((range(0, 64), range(64, 128))):
+        half = harness(operator("columns", 3, "table"), target, tmp_path / f"half{i}", snapshot, key_groups=kgs)
+        held = set(half.operator._engine._slot_of)
+        assert held and all(key_group_for(k) in kgs for k in held)
+        half.process_watermark(1000)
+        got += [repr(r) for r in half.output()]
+        assert flushed_entries(half) == 0
+        half.close()
+    assert fired_before and sorted(got) == expected
+    whole.close()
+
+
+def test_the_table_needs_session_windows_of_a_packed_aggregate():
+    with pytest.raises(ValueError, match="state_layout='table' takes event-time session windows"):
+        WindowOperator(EventTimeSessionWindows.with_gap(GAP), lambda a, b: a + b, state_layout="table")
+    with pytest.raises(ValueError, match="state_layout must be one of"):
+        WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate(AGGS), state_layout="pages")
+
+
+def test_a_closed_operator_leaves_no_flush_hook(tmp_path):
+    """An operator closed on a backend that is kept (a caught-up slot reopens another over it) no longer
+    writes pages at the backend's flushes: the new operator's are the only ones."""
+    first = harness(operator("columns", 0, "table"), "heap", tmp_path / "h")
+    first.process_columns(["a"], np.array([1], np.int64), [["a"], [1], [1], [0.5]])
+    first.backend.flush()
+    first.operator.close()
+    second = WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate(AGGS), state_layout="table")
+    second.open(first.backend, first._out)
+    second.process_watermark(100)
+    first.backend.flush()
+    assert first.backend.num_entries() == 0  # the first engine would have written "a"'s page back
+    second.close()
+    first.backend.close()
+
+
+def test_a_checkpoint_of_cells_is_refused_by_the_table():
+    from statekit.checkpoint.job import compare
+
+    table, cells = (WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate(AGGS), state_layout=layout)
+                    for layout in ("table", "cells"))
+    carried, refused = compare({"operator": table.describe()}, {"operator": cells.describe()})
+    assert not carried and len(refused) == 1 and '"session-table"' in refused[0] and '"sessions-per-key"' in refused[0]
