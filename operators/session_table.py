@@ -19,29 +19,64 @@ once per flush (before every snapshot); an engine opened on a backend reads ever
 
 from __future__ import annotations
 
-from collections import deque
-from itertools import repeat
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError,
-                      ValueState, detached, key_group_representatives, key_identity)
+from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
+                      SerializationError, StateError, ValueState, key_group_representatives, key_identity)
 from statekit.key_identity import PLAIN_KEY_TYPES
 
 from .cell_engine import Fold, PackedFold, WindowSink, _codes, _timestamps
 from .columns import by_code, present_codes, python_values, session_runs
-from .packed_cells import NO_TIMER, WindowTable
+from .key_slots import KeySlots
+from .packed_cells import WindowTable
 from .packed_sessions import merged
 from .session_engine import SessionEngine
 from .windows import TimeWindow
 
 TABLE_STATE = "session-table"
 PAGE_FORMAT = 1
-"""A page: ``[PAGE_FORMAT, words per row, key lengths (int32), key bytes, row keys (int32), rows (int64),
-[[key index, list-form sessions], ...]]``: the page's keys (serialized), each row with its key's index."""
+_HEAD = 6
+"""A page is bytes: six int64 words (PAGE_FORMAT, words per row, keys, rows, key bytes, list-form bytes),
+the rows (int64), each row's key index (int32), each key's length (int32), the keys' bytes (serialized,
+as key groups hash them) and the list-form sessions ``[[key index, [[start, end, accumulator], ...]], ...]``
+(msgpack)."""
+
+
+def encode_page(width: int, row_key: np.ndarray, rows: np.ndarray, kb_len: np.ndarray, blob: bytes,
+                listed: list) -> bytes:
+    """One key group's page (see ``_HEAD``)."""
+    tail = KEY_SERIALIZER.dumps(listed) if listed else b""
+    head = np.array([PAGE_FORMAT, width, len(kb_len), len(rows), len(blob), len(tail)], np.int64)
+    return b"".join((head.tobytes(), rows.tobytes(), row_key.astype(np.int32).tobytes(),
+                     kb_len.astype(np.int32).tobytes(), blob, tail))
+
+
+def decode_page(page: bytes, width: int | None = None) -> tuple[int, np.ndarray, np.ndarray, list[bytes], list]:
+    """``(width, row_key, rows, key bytes, listed)`` of a page; ValueError when it is not a page of
+    PAGE_FORMAT with ``width`` words a row (any width when None)."""
+    head = np.frombuffer(page, np.int64, _HEAD).tolist() if len(page) >= 8 * _HEAD else [None, None]
+    if head[0] != PAGE_FORMAT or (width is not None and head[1] != width):
+        raise ValueError(f"a page of format {head[0]} with {head[1]} words a row; this operator reads format "
+                         f"{PAGE_FORMAT} with {width} (restore with the function that wrote it, or give it an "
+                         f"accumulator migration)")
+    _, w, n_keys, n_rows, n_blob, n_tail = head
+    at = 8 * _HEAD
+    rows = np.frombuffer(page, np.int64, n_rows * w, at).reshape(n_rows, w)
+    at += 8 * n_rows * w
+    row_key = np.frombuffer(page, np.int32, n_rows, at)
+    at += 4 * n_rows
+    kb_len = np.frombuffer(page, np.int32, n_keys, at).tolist()
+    at += 4 * n_keys
+    kbs = []
+    for n in kb_len:
+        kbs.append(page[at:at + n])
+        at += n
+    listed = KEY_SERIALIZER.loads(page[at:at + n_tail]) if n_tail else []
+    return w, row_key, rows, kbs, listed
 
 
 class SessionTable(SessionEngine):
@@ -60,13 +95,7 @@ class SessionTable(SessionEngine):
         super().__init__(gap, lateness, backend, state, timers, sink, add, merge, metrics, clears, packed)
         self._function = packed
         self._width = self._cells.width
-        self._slot_of: dict[Any, int] = {}
-        self._keys = np.empty(0, object)      # slot -> key (None: a free slot)
-        self._ids = np.empty(0, object)       # slot -> key identity
-        self._kbs = np.empty(0, object)       # slot -> key bytes
-        self._kb_len = np.empty(0, np.int32)  # slot -> len(key bytes)
-        self._kgs = np.empty(0, np.int64)     # slot -> key group
-        self._free: list[int] = []
+        self._slots = KeySlots()
         self._owner = np.empty(0, np.int64)   # row -> slot
         self._rows = np.empty((0, self._width), np.int64)
         self._overflow: dict[int, list] = {}  # slot -> list-form sessions (accumulators that do not pack)
@@ -83,34 +112,14 @@ class SessionTable(SessionEngine):
         self._backend.remove_flush_hook(self.write_pages)
 
     # -- slots ---------------------------------------------------------------------------------
-    def _new_slots(self, keys: list, ids: list, kgs: list, kbs: list) -> np.ndarray:
-        """Slots for keys not held yet (free ones first, then new ones at the end)."""
-        n = len(keys)
-        reuse = self._free[len(self._free) - min(n, len(self._free)):]
-        del self._free[len(self._free) - len(reuse):]
-        grow = n - len(reuse)
-        if grow:
-            size = len(self._keys)
-            self._keys, self._ids, self._kbs = (np.concatenate((a, np.empty(grow, object)))
-                                                for a in (self._keys, self._ids, self._kbs))
-            self._kb_len = np.concatenate((self._kb_len, np.zeros(grow, np.int32)))
-            self._kgs = np.concatenate((self._kgs, np.zeros(grow, np.int64)))
-            reuse += range(size, size + grow)
-        slots = np.array(reuse, np.int64)
-        self._keys[slots] = _objects(keys)
-        self._ids[slots] = _objects(ids)
-        self._kbs[slots] = _objects(kbs)
-        self._kb_len[slots] = np.fromiter(map(len, kbs), np.int32, n)
-        self._kgs[slots] = kgs
-        self._slot_of.update(zip(ids, reuse))
-        return slots
-
     def _release(self, slots: np.ndarray) -> None:
-        """Free the slots of keys left without sessions."""
+        """The keys at ``slots`` are left without sessions; slots are renumbered when many are free."""
         if len(slots):
-            deque(map(self._slot_of.pop, self._ids[slots].tolist()), maxlen=0)
-            self._keys[slots] = self._ids[slots] = self._kbs[slots] = None
-            self._free += slots.tolist()
+            self._slots.release(slots)
+        moved = self._slots.compact()
+        if moved is not None:
+            self._owner = moved[self._owner]
+            self._overflow = {int(moved[slot]): sessions for slot, sessions in self._overflow.items()}
 
     def _take(self, hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Remove and return (owner, rows) of the rows whose slot ``hit`` marks."""
@@ -135,17 +144,21 @@ class SessionTable(SessionEngine):
             keys = python_values(keys)
         codes, distinct = _codes(keys, good, problems)
         ids = distinct if set(map(type, distinct)) <= PLAIN_KEY_TYPES else [key_identity(k) for k in distinct]
-        slots = np.fromiter(map(self._slot_of.get, ids, repeat(-1)), np.int64, len(ids))
+        slots = self._slots.find(ids)
         refused: dict[int, Any] = {}
         new = np.flatnonzero(slots < 0).tolist()
         if new:
-            resolved, refused_new = self._backend.resolve_keys([distinct[i] for i in new])
-            refused = {new[j]: e for j, e in refused_new.items()}
-            ok = [j for j in range(len(new)) if j not in refused_new] if refused else range(len(new))
-            if ok:
-                _, kgs, kbs = zip(*[resolved[j] for j in ok]) if refused else zip(*resolved)
-                slots[[new[j] for j in ok]] = self._new_slots([distinct[new[j]] for j in ok],
-                                                              [ids[new[j]] for j in ok], kgs, kbs)
+            new_keys = [distinct[i] for i in new]
+            resolved, refused_new = self._backend.resolve_keys(new_keys)
+            if refused_new:
+                refused = {new[j]: e for j, e in refused_new.items()}
+                new = [i for j, i in enumerate(new) if j not in refused_new]
+                new_keys = [distinct[i] for i in new]
+                resolved = [r for r in resolved if r is not None]
+            if new:
+                _, groups, kbs = zip(*resolved)
+                slots[new] = self._slots.add(new_keys, new_keys if ids is distinct else [ids[i] for i in new],
+                                             groups, kbs)
         if problems or refused:
             keys = python_values(keys)
         for r in sorted(problems):
@@ -162,9 +175,9 @@ class SessionTable(SessionEngine):
         per_key = np.bincount(c, minlength=len(distinct))
         self._metrics["records_in"] += int(per_key.sum()) - sum(int(per_key[i]) for i in refused)
         held = slots[slots >= 0]
-        hit = np.zeros(len(self._keys), bool)
+        hit = np.zeros(len(self._slots), bool)
         hit[held] = True
-        code_of = np.full(len(self._keys), -1, np.int64)
+        code_of = np.full(len(self._slots), -1, np.int64)
         code_of[held] = np.flatnonzero(slots >= 0)
         owner, old = self._take(hit)
         old_codes = code_of[owner]
@@ -175,8 +188,8 @@ class SessionTable(SessionEngine):
         if len(fast) and not self._bulk(codes, ts, fast_rows, fast, slots, old_codes, old, fold_packed):
             slow[fast] = True  # values that do not pack: these keys go record by record too
         self._by_records(keys, codes, ts, rows, slow, slots, distinct, refused, old_codes, old, value_of, wm)
-        self._dirty[self._kgs[held]] = True
-        left = np.zeros(len(self._keys), bool)
+        self._dirty[self._slots.groups[held]] = True
+        left = np.zeros(len(self._slots), bool)
         left[self._owner] = True
         left[list(self._overflow)] = True
         self._release(held[~left[held]])
@@ -272,13 +285,13 @@ class SessionTable(SessionEngine):
         cleared = np.flatnonzero(clean) if self._clears else np.zeros(0, np.int64)
         done = np.unique(np.concatenate((owner[clean], emptied)))
         self._owner, self._rows = owner[~clean], rows[~clean]
-        self._dirty[self._kgs[done]] = True
-        left = np.zeros(len(self._keys), bool)
+        self._dirty[self._slots.groups[done]] = True
+        left = np.zeros(len(self._slots), bool)
         left[self._owner] = True
         left[list(self._overflow)] = True
         if not len(cleared) and listed is None:  # fires only: handed over in one call
             r = fired[self._pop_order(owner[fired], fire_at[fired], np.zeros(len(fired), np.int8))]
-            self._sink.fire_windows_packed(self._keys[owner[r]].tolist(), rows[r, 0], ends[r], rows[r, 2:])
+            self._sink.fire_windows_packed(self._slots.keys_at(owner[r]), rows[r, 0], ends[r], rows[r, 2:])
         else:
             self._emit(rows, owner, fired, cleared, fire_at, cleanup, listed)
         self._release(done[~left[done]])
@@ -300,7 +313,7 @@ class SessionTable(SessionEngine):
                 else:
                     keep.append(s)
             if len(keep) < len(self._overflow[slot]):
-                self._dirty[self._kgs[slot]] = True
+                self._dirty[self._slots.groups[slot]] = True
             if keep:
                 self._overflow[slot] = keep
             else:
@@ -326,7 +339,7 @@ class SessionTable(SessionEngine):
             who, times, kinds = (np.concatenate(pair) for pair in zip((who, times, kinds), listed[:3]))
             sessions += listed[3]
         order = self._pop_order(who, times, kinds).tolist()
-        keys, kinds_l = self._keys[who].tolist(), kinds.tolist()
+        keys, kinds_l = self._slots.keys_at(who), kinds.tolist()
         sink = self._sink
         for a in order:
             s = sessions[a]
@@ -338,7 +351,7 @@ class SessionTable(SessionEngine):
     def _pop_order(self, slots: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
         """The order one-by-one processing takes these actions in: the timer queue's (time, key group,
         key bytes), a key's fire before its cleanup."""
-        table = pa.table({"t": times, "g": self._kgs[slots], "b": pa.array(self._kbs[slots].tolist(), pa.binary()),
+        table = pa.table({"t": times, "g": self._slots.groups[slots], "b": pa.array(self._slots.kbs[slots].tolist(), pa.binary()),
                           "k": kinds})
         return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
                                        ("k", "ascending")]).to_numpy()
@@ -350,26 +363,26 @@ class SessionTable(SessionEngine):
         if not len(groups):
             return
         self._dirty[:] = False
-        row_group = self._kgs[self._owner]
+        row_group = self._slots.groups[self._owner]
         sel = np.flatnonzero(self._dirty_rows(row_group, groups))
         sel = sel[np.argsort(row_group[sel].astype(np.int16), kind="stable")]  # by group (a radix sort)
         owner, group = self._owner[sel], row_group[sel]
-        first_at = np.empty(len(self._keys), np.int64)  # where each key is first met
+        first_at = np.empty(len(self._slots), np.int64)  # where each key is first met
         first_at[owner[::-1]] = np.arange(len(sel) - 1, -1, -1)
         first = first_at[owner] == np.arange(len(sel))
         key_slots = owner[first]  # each page's keys, in the order met
-        key_index = np.empty(len(self._keys), np.int64)
+        key_index = np.empty(len(self._slots), np.int64)
         key_index[key_slots] = np.arange(len(key_slots))
         key_at = key_index[owner]  # each row's key, counted over all pages
         row_cut = np.searchsorted(group, groups).tolist() + [len(sel)]
         key_cut = np.searchsorted(group[first], groups).tolist() + [len(key_slots)]
-        lengths = self._kb_len[key_slots]
+        lengths = self._slots.kb_len[key_slots]
         byte_cut = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))[key_cut].tolist()
-        blob = b"".join(self._kbs[key_slots].tolist())
+        blob = b"".join(self._slots.kbs[key_slots].tolist())
         rows = self._rows[sel]
         listed: dict[int, list[int]] = {}
         for slot in self._overflow:
-            listed.setdefault(int(self._kgs[slot]), []).append(slot)
+            listed.setdefault(int(self._slots.groups[slot]), []).append(slot)
         values = []
         for j, g in enumerate(groups.tolist()):
             ra, rb, ka, kb = row_cut[j], row_cut[j + 1], key_cut[j], key_cut[j + 1]
@@ -377,12 +390,15 @@ class SessionTable(SessionEngine):
             if ra == rb and not extra:
                 values.append(None)
                 continue
-            extra_kbs = [self._kbs[slot] for slot in extra]  # list-form keys follow the packed ones
-            values.append([PAGE_FORMAT, self._width,
-                           lengths[ka:kb].tobytes() + np.fromiter(map(len, extra_kbs), np.int32, len(extra)).tobytes(),
-                           blob[byte_cut[j]:byte_cut[j + 1]] + b"".join(extra_kbs),
-                           (key_at[ra:rb] - ka).astype(np.int32).tobytes(), rows[ra:rb].tobytes(),
-                           [[kb - ka + i, detached(self._overflow[slot])] for i, slot in enumerate(extra)]])
+            extra_kbs = self._slots.kbs[extra].tolist()  # list-form keys follow the packed ones
+            try:
+                    values.append(encode_page(self._width, key_at[ra:rb] - ka, rows[ra:rb],
+                                          np.concatenate((lengths[ka:kb], self._slots.kb_len[extra])),
+                                          blob[byte_cut[j]:byte_cut[j + 1]] + b"".join(extra_kbs),
+                                          [[kb - ka + i, self._overflow[slot]] for i, slot in enumerate(extra)]))
+            except Exception as e:  # a list-form accumulator msgpack cannot take
+                raise SerializationError(f"state '{self.STATE}', key group {g}: cannot serialize the sessions of "
+                                         f"keys {self._slots.keys_at(np.array(extra))!r}: {e}") from None
         start = self._groups[0]
         self._state.update_internal_many([self._page_keys[g - start] for g in groups.tolist()], values)
 
@@ -398,34 +414,27 @@ class SessionTable(SessionEngine):
         for g, page in zip(self._groups.tolist(), pages):
             if page is None:
                 continue
-            if page[0] != PAGE_FORMAT or page[1] != self._width:
-                raise StateError(f"state '{self.STATE}': the page of key group {g} is format {page[0]} with "
-                                 f"{page[1]} words a row; this operator reads format {PAGE_FORMAT} with {self._width} "
-                                 f"(restore with the function that wrote it, or give it an accumulator migration)")
-            lengths = np.frombuffer(page[2], np.int32)
-            offsets = (np.cumsum(lengths) - lengths).tolist()
-            blob = page[3]
-            kbs = [blob[a:a + n] for a, n in zip(offsets, lengths.tolist())]
+            try:
+                _, row_key, rows, kbs, listed = decode_page(page, self._width)
+            except ValueError as e:
+                raise StateError(f"state '{self.STATE}', key group {g}: {e}") from None
             keys = list(map(KEY_SERIALIZER.loads, kbs))
-            ids = [key_identity(k) for k in keys]
-            slots = self._new_slots(keys, ids, [g] * len(keys), kbs)
-            rows = np.frombuffer(page[5], np.int64).reshape(-1, self._width).copy()
-            self._put(slots[np.frombuffer(page[4], np.int32)], rows)
-            for index, sessions in page[6]:
-                self._overflow[int(slots[index])] = [list(s) for s in detached(sessions)]
+            slots = self._slots.add(keys, [key_identity(k) for k in keys], [g] * len(keys), kbs)
+            self._put(slots[row_key], rows.copy())
+            for index, sessions in listed:
+                self._overflow[int(slots[index])] = [list(s) for s in sessions]
 
     @classmethod
     def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
         """A migration of stored pages from one of their accumulators' (each session's): rows written by
         accumulator ``version`` are unpacked with its layout, migrated and packed again (kept in the list
         form when they no longer pack)."""
-        def page(version: int, stored: list) -> list:
+        def page(version: int, stored: bytes) -> bytes:
             width = 2 + packed.packed_width()
-            rows = np.frombuffer(stored[5], np.int64).reshape(-1, stored[1])
+            _, row_key, rows, kbs, listed = decode_page(stored)
             accs = [migrate(version, a) for a in packed.unpack(rows[:, 2:], version)]
-            listed = [[i, [[s, e, migrate(version, a)] for s, e, a in sessions]] for i, sessions in stored[6]]
+            listed = [[i, [[s, e, migrate(version, a)] for s, e, a in sessions]] for i, sessions in listed]
             words = packed.pack(accs) if accs else np.zeros((0, width - 2), np.int64)
-            row_key = np.frombuffer(stored[4], np.int32)
             if words is None:  # some accumulators no longer pack: the page's sessions all in the list form
                 per_key: dict[int, list] = {}
                 for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs):
@@ -434,10 +443,6 @@ class SessionTable(SessionEngine):
                 row_key, new_rows = np.zeros(0, np.int32), np.zeros((0, width), np.int64)
             else:
                 new_rows = np.concatenate((rows[:, :2], np.asarray(words, np.int64)), axis=1)
-            return [PAGE_FORMAT, width, stored[2], stored[3], row_key.tobytes(), new_rows.tobytes(), listed]
+            return encode_page(width, row_key, new_rows, np.fromiter(map(len, kbs), np.int32, len(kbs)),
+                               b"".join(kbs), listed)
         return page
-
-
-def _objects(values: list) -> np.ndarray:
-    """``values`` as a 1-d object array (tuples stay elements, not rows)."""
-    return np.fromiter(values, object, len(values))
