@@ -10,17 +10,21 @@ from pathlib import Path
 from . import PARTS
 
 
-def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default") -> dict[str, dict]:
+def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default",
+              state_layout: str = "cells") -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
-    if scale != "default" and parts != ["spark"]:
-        raise SystemExit(f"--scale {scale} applies to the spark part only: statekit bench spark --scale {scale}")
+    spark_only = {**({"scale": scale} if scale != "default" else {}),
+                  **({"state_layout": state_layout} if state_layout != "cells" else {})}
+    if spark_only and parts != ["spark"]:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in spark_only.items())
+        raise SystemExit(f"{flags} applies to the spark part only: statekit bench spark {flags}")
     written = {}
     for part in parts:
         if part not in PARTS:
             raise SystemExit(f"unknown bench part {part!r}; valid: {', '.join(PARTS)}, all")
         t0 = time.perf_counter()
         module = importlib.import_module(PARTS[part])
-        report = module.run(quick=quick, scale=scale) if scale != "default" else module.run(quick=quick)
+        report = module.run(quick=quick, **spark_only)
         paths = report.write(out_dir)
         print(f"[{part}] {time.perf_counter() - t0:.1f}s -> {', '.join(str(p) for p in paths.values())}")
         print(report.to_markdown())
@@ -36,6 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
                     help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; heap, "
                          "rocksdb and Spark native (spark-medium.*, spark-large.*)")
+    ap.add_argument("--state-layout", choices=["cells", "table"], default="cells",
+                    help="spark only: statekit's state layout (sessionize --state-layout; table: spark-*-table.*)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
-    run_parts(parts, args.quick, Path(args.out), args.scale)
+    run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout)

@@ -63,7 +63,7 @@ def _sessions(spark: Any, path: str) -> list[tuple]:
     return sorted(tuple(r) for r in rows if r[0] != SENTINEL)
 
 
-def run_statekit(backend: str, input_dir: str, work: str) -> dict:
+def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = "cells") -> dict:
     """``statekit sessionize`` through its Python API, stream mode, ``--final``."""
     from statekit.jobs import sessionize
 
@@ -71,7 +71,7 @@ def run_statekit(backend: str, input_dir: str, work: str) -> dict:
     summary, seconds = timed(lambda: sessionize(
         spark, input=input_dir, output=f"{work}/out", key="user_id", time="ts_ms", gap=GAP_MS,
         watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=backend, partitions=PARTITIONS,
-        fmt="parquet", mode="stream", trigger="available-now", final=True))
+        fmt="parquet", mode="stream", trigger="available-now", final=True, state_layout=state_layout))
     epochs = summary.epochs
     out = {"seconds": seconds, "sessions": _sessions(spark, summary.output), "late": summary.total("late"),
            "batches": len(epochs), "snapshot_seconds": sum(m["snapshot_seconds"] for m in epochs),
@@ -252,11 +252,12 @@ SCALES = {
 without the much slower transformWithStateInPandas); ``--quick`` shrinks any to a smoke run."""
 
 
-def run(quick: bool = False, scale: str = "default") -> BenchReport:
+def run(quick: bool = False, scale: str = "default", state_layout: str = "cells") -> BenchReport:
     size = SCALES[scale]
     n_events, files = (20_000, 3) if quick else (size["events"], size["files"])
     user_counts = [2_000] if quick else size["users"]
-    rep = BenchReport("spark" if scale == "default" else f"spark-{scale}", params={
+    name = "-".join(["spark"] + ([scale] if scale != "default" else []) + ([state_layout] if state_layout != "cells" else []))
+    rep = BenchReport(name, params={"state_layout": state_layout,
         "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": MASTER, "partitions": PARTITIONS,
         "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": "parquet",
         "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",
@@ -283,7 +284,7 @@ def run(quick: bool = False, scale: str = "default") -> BenchReport:
                 results[(users, variant)] = run_isolated(fn, sentinel_dir, str(work), BUDGET_S)
             else:
                 backend = next(b for b, name in STATEKIT.items() if name == variant)
-                results[(users, variant)] = run_isolated(run_statekit, backend, plain_dir, str(work))
+                results[(users, variant)] = run_isolated(run_statekit, backend, plain_dir, str(work), state_layout)
             shutil.rmtree(work, ignore_errors=True)
         references = {u: inputs[u][2] for u in user_counts}
     _report(rep, n_events, user_counts, variants, results, references, scale)

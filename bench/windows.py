@@ -73,9 +73,10 @@ def run_operator(backend: str, n_events: int, n_keys: int) -> dict:
             "late": op.metrics["late_side_output"] + op.metrics["late_dropped"]}
 
 
-PATHS = ("record path", "engine, records", "engine, columns")
-"""The generic record path (``columnar=False``, one record at a time through MergingWindowSet),
-and the session engine fed ``process_batch`` records or ``process_columns`` Arrow columns."""
+PATHS = ("record path", "engine, records", "engine, columns", "table, columns")
+"""The generic record path (``columnar=False``, one record at a time through MergingWindowSet), the
+session engine (a cell per key) fed ``process_batch`` records or ``process_columns`` Arrow columns, and
+the session table (``state_layout="table"``: all keys' sessions as columns) fed Arrow columns."""
 
 
 def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
@@ -85,7 +86,7 @@ def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
     epochs = []
     for i in range(0, len(data), EPOCH):
         part = sorted(data[i:i + EPOCH], key=lambda c: c.ts_ms)  # the Spark tasks sort by event time
-        if path == "engine, columns":  # Arrow arrays, as the Spark glue hands a task's columns over
+        if path.endswith("columns"):  # Arrow arrays, as the Spark glue hands a task's columns over
             users, ts = pa.array([c.user_id for c in part]), np.array([c.ts_ms for c in part], np.int64)
             epochs.append((users, ts, [users, pa.array(ts), pa.array([c.value for c in part], pa.int64())]))
         else:
@@ -96,12 +97,12 @@ def run_path(backend: str, n_events: int, n_keys: int, path: str) -> dict:
         b = create_backend(StateConfig(backend=backend, local_dir=tmp))
         out = Output()
         op = WindowOperator(EventTimeSessionWindows.with_gap(GAP_MS), function=RowAggregate([("sum", 2), ("count", None)]),
-                            columnar=path != "record path")
+                            columnar=path != "record path", state_layout="table" if path.startswith("table") else "cells")
         op.open(b, out)
         max_ts = -(1 << 62)
         t0 = time.perf_counter()
         for epoch in epochs:
-            if path == "engine, columns":
+            if path.endswith("columns"):
                 op.process_columns(*epoch)
                 max_ts = max(max_ts, int(epoch[1].max()))
             else:

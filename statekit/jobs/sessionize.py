@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ..checkpoint import JobRecord
 from ..durations import to_millis
-from ..operators import EventTimeSessionWindows, WindowColumnsFunction, WindowOperator
+from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator
 from ..spark import RunSummary, run_keyed, warm_up_workers
 from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
@@ -32,12 +32,13 @@ class SessionOperatorFactory:
     names: tuple[str, ...] = ()
     version: int = 1
     earlier: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    state_layout: str = "cells"
 
     def __call__(self) -> WindowOperator:
         function = RowAggregate(list(self.aggs), self.names, self.version, dict(self.earlier))
         return WindowOperator(EventTimeSessionWindows.with_gap(self.gap_ms), function=function,
                               window_function=SessionRows(), late_output_tag=LATE_TAG,
-                              invalid_output_tag=INVALID_TAG)
+                              invalid_output_tag=INVALID_TAG, state_layout=self.state_layout)
 
 
 def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
@@ -71,12 +72,14 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                mode: str = "stream", trigger: str = "available-now", final: bool = False,
                max_ahead: int | str | None = "default", output_format: str = "parquet",
                spark_checkpoint: str | None = None, sink: Any = None, migrate_state: bool = False,
-               progress: Callable[[dict], None] | None = None) -> RunSummary:
+               state_layout: str = "cells", progress: Callable[[dict], None] | None = None) -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
     ``max_ahead``, ``spark_checkpoint`` and ``sink`` as for ``run_keyed``. ``output_format="delta"``: ``output`` is a
     Delta table getting one transaction per epoch; the epochs' parquet files stay under ``<output>/_statekit``.
     ``migrate_state``: aggregates added or removed since the checkpoint's last run migrate its open
-    sessions (an added one counts their records from this run on) instead of refusing the run."""
+    sessions (an added one counts their records from this run on) instead of refusing the run.
+    ``state_layout``: ``cells`` (a stored value per key) or ``table`` (all keys' sessions as columns,
+    stored per key group: for millions of keys); a checkpoint keeps the layout it was written with."""
     if output_format not in ("parquet", "delta"):
         raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
     if output_format == "delta" and sink is not None:
@@ -101,7 +104,10 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     checkpoint = checkpoint or files + "/_checkpoint"
     names = [a.name for a in parsed]
     version, earlier = accumulator_evolution(JobRecord(checkpoint).read(), names, migrate_state)
-    factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())))
+    if state_layout not in STATE_LAYOUTS:
+        raise ValueError(f"--state-layout must be one of {', '.join(STATE_LAYOUTS)}, got {state_layout!r}")
+    factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())),
+                                     state_layout)
     return run_keyed(df, key=key, time=time, columns=columns, operator_factory=factory,
                      result_schema=out_schema, output=files, checkpoint=checkpoint,
                      watermark_delay=delay_ms, config={"backend": backend} if backend else None, partitions=partitions,

@@ -27,7 +27,7 @@ EXPECTED = {
     "timers": [*(f"{what} {n:,} timers" for n in (10_000, 100_000) for what in ("register", "fire")),
                "peak RSS, 10,000 timers", "peak RSS, 100,000 timers", "rocksdb RSS growth 10,000 -> 100,000 timers"],
     "windows": ["session windows", "peak RSS",
-                *(f"{how}, {keys} keys" for how in ("record path", "engine, records", "engine, columns")
+                *(f"{how}, {keys} keys" for how in ("record path", "engine, records", "engine, columns", "table, columns")
                   for keys in ("1,000", "10,000"))],
     "snapshots": ["full snapshot bytes (10,000 keys)", "full snapshot time (10,000 keys)",
                   "restore time, full (10,000 keys)",
