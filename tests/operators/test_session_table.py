@@ -226,3 +226,36 @@ def test_a_checkpoint_of_cells_is_refused_by_the_table():
                     for layout in ("table", "cells"))
     carried, refused = compare({"operator": table.describe()}, {"operator": cells.describe()})
     assert not carried and len(refused) == 1 and '"session-table"' in refused[0] and '"sessions-per-key"' in refused[0]
+
+
+V1 = [("sum", 1), ("count", None)]
+V2 = [("count", None), ("avg", 1), ("sum", 1), ("max", 1)]   # reordered, one added: another row width
+
+
+@pytest.mark.parametrize("target", ["heap", "rocksdb"])
+def test_pages_of_an_older_accumulator_version_migrate(backend_name, target, tmp_path):
+    """Pages of RowAggregate version 1 (sum, count) restore into version 2 (count, avg, sum, max): each
+    open session keeps its sum and count (avg and max count the records after the migration), a fired
+    session re-fires on a late-but-allowed record, and a list-form key (a sum beyond int64) migrates too."""
+    def table(aggs, *version):
+        names = [f"{k}_{p}" if p is not None else k for k, p in aggs]
+        return WindowOperator(EventTimeSessionWindows.with_gap(GAP), RowAggregate(aggs, names, *version),
+                              window_function=SessionRows(), allowed_lateness=20, state_layout="table")
+
+    h = harness(table(V1), backend_name, tmp_path / "v1")
+    keys = ["a", "a", "b", "c", "c", "big"]
+    h.process_columns(keys, np.array([10, 15, 100, 50, 55, 60]), [keys, [1, 2, 3, 4, 5, 1 << 63]])
+    h.process_watermark(30)
+    assert h.output() == [(("a", 10, 25, 3, 2), 24)]
+    assert list(h.operator._engine._overflow.values()) == [[[60, 70, [1 << 63, 1]]]]
+    snapshot = h.snapshot()
+    h.close()
+    v2 = harness(table(V2, 2, {1: ["sum_1", "count"]}), target, tmp_path / "v2", snapshot)
+    assert v2.metrics["state_migrated"] == 4
+    v2.process_columns(["a", "b", "d"], np.array([20, 105, 200]), [["a", "b", "d"], [10, 7, 4]])
+    assert v2.output() == [(("a", 10, 30, 3, 10.0, 13, 10), 29)]
+    v2.process_watermark(1 << 40)
+    assert sorted(v for v, _ in v2.output()) == [("b", 100, 115, 2, 7.0, 10, 7), ("big", 60, 70, 1, None, 1 << 63, None),
+                                                 ("c", 50, 65, 2, None, 9, None), ("d", 200, 210, 1, 4.0, 4, 4)]
+    assert flushed_entries(v2) == 0
+    v2.close()
