@@ -79,6 +79,15 @@ def decode_page(page: bytes, width: int | None = None) -> tuple[int, np.ndarray,
     return w, row_key, rows, kbs, listed
 
 
+def page_sessions(page: bytes, function: PackedAggregate, version: int | None = None) -> list[list]:
+    """A page as people read it: ``[[key, start, end, accumulator], ...]`` (accumulators written by
+    ``function``'s accumulator ``version``)."""
+    _, row_key, rows, kbs, listed = decode_page(page)
+    keys = list(map(KEY_SERIALIZER.loads, kbs))
+    accs = function.unpack(rows[:, 2:], version)
+    out = [[keys[k], s, e, a] for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs)]
+    return out + [[keys[k], s, e, a] for k, sessions in listed for s, e, a in sessions]
+
 class SessionTable(SessionEngine):
     """Sessions with gap ``gap`` of every key, held as columns and stored as pages per key group."""
 

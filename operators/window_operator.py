@@ -38,7 +38,7 @@ from .operator import KeyedOperator
 from .output import Output
 from .packed_cells import PackedCells
 from .session_engine import SessionEngine
-from .session_table import SessionTable
+from .session_table import TABLE_STATE, SessionTable, page_sessions
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
 from .windows import TimeWindow
 
@@ -60,12 +60,17 @@ PackedAggregate, every key's sessions as one columnar table stored in pages per 
 def readable_state(description: dict[str, Any] | None, state: str, value: Any) -> Any:
     """A value a WindowOperator described by ``description`` (its ``describe()``) stored in ``state``, as
     people read it: a packed cell of a RowAggregate in the list form ``[timer, *bounds, accumulator, ...]``
-    (a session's bounds: start and end; an aligned window's: start); anything else as it is (a user's
-    own PackedAggregate cannot be rebuilt offline)."""
-    if state not in _BOUNDS or type(value) is not bytes or not isinstance(description, dict):
+    (a session's bounds: start and end; an aligned window's: start); a session-table page as
+    ``[[key, start, end, accumulator], ...]``; anything else as it is (a user's own PackedAggregate cannot
+    be rebuilt offline)."""
+    if (state not in _BOUNDS and state != TABLE_STATE) or type(value) is not bytes or not isinstance(description, dict):
         return value
     function = RowAggregate.from_layout(description.get("state", {}).get("function"))
-    return value if function is None else PackedCells(function, _BOUNDS[state]).unpack_version(value, function.version)
+    if function is None:
+        return value
+    if state == TABLE_STATE:
+        return page_sessions(value, function, function.version)
+    return PackedCells(function, _BOUNDS[state]).unpack_version(value, function.version)
 
 
 def _function_kind(function: Any) -> str:

@@ -238,10 +238,19 @@ for epoch, records in enumerate({epochs!r}):  # a full snapshot, then a delta
                        [[r[0] for r in records], [r[2] for r in records], [r[2] for r in records], [r[3] for r in records]])
     op.process_watermark(1005 + epoch)
     store.commit("op", epoch, b, metadata={{"operator": op.snapshot_metadata()}})
+from statekit.checkpoint import JobRecord
+JobRecord({root!r}).write({{"operator_id": "op", "operator": op.describe()}})
 print(json.dumps({{"listed": len(op._engine._overflow), "fired": repr(out.drain())}}))
 """
-READ_TABLE = TABLE_OPERATOR + """
+READ_TABLE = """
 import json, sys
+from statekit.checkpoint import JobRecord, read_state
+rows = read_state({root!r}, "op", "session-table")
+assert "statekit.operators" not in sys.modules
+from statekit.operators import readable_state
+described = JobRecord({root!r}).read()["operator"]
+pages = sorted(repr(session) for r in rows for session in readable_state(described, "session-table", r["value"]))
+""" + TABLE_OPERATOR + """
 from statekit import StateConfig
 from statekit.checkpoint import CheckpointStore
 from statekit.operators import Output
@@ -251,7 +260,7 @@ op, out = table_operator(True), Output()
 op.open(r.backend, out)
 op.restore_metadata(r.metadata[0]["operator"])
 op.process_watermark(10_000)
-print(json.dumps({{"fired": repr(out.drain())}}))
+print(json.dumps({{"fired": repr(out.drain()), "pages": pages}}))
 """
 
 
@@ -282,4 +291,8 @@ def test_a_session_table_restores_in_a_fresh_interpreter(tmp_path, source, targe
     reference.process_watermark(10_000)
     assert wrote == {"listed": 1, "fired": repr(fired[0] + fired[1])}
     assert got["fired"] == repr(reference.output()) and str((1 << 63) + 4) in got["fired"]
+    # read offline: each open session with its key and accumulator (RowAggregate's [first, sum, count])
+    assert got["pages"] == sorted(repr(x) for x in [
+        ["u1", 1000, 1010, [0.5, 5, 1]], ["u1", 1012, 1022, [2.5, 7, 1]], [("t", 2), 1003, 1020, [-0.0, (1 << 63) + 4, 2]],
+        [7, 1009, 1019, [1.5, 2, 1]], ["u2", 3000, 3010, [2.0, 1, 1]], ["u3", 2990, 3000, [0.5, 3, 1]]])
     reference.close()
