@@ -19,7 +19,8 @@ import numpy as np
 
 from statekit import PackedAggregate
 
-from .cell_engine import CellEngine, Fold, PackedEntries, PackedFold, window_start
+from .cell_engine import CellEngine, PackedEntries
+from .window_engine import Fold, PackedFold, window_start
 from .columns import aligned_runs, aligned_windows, present_codes
 from .packed_cells import WindowTable
 from .windows import TimeWindow

@@ -15,74 +15,32 @@ due windows in timer order and writes their keys back.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar, Protocol, Sequence
+from abc import abstractmethod
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState,
-                      key_identity)
+from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState
 
-from .columns import by_code, factorize, python_values
-from .gc_pause import gc_paused
-from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
+from .columns import by_code, python_values
 from .packed_cells import NO_TIMER, PackedCells, WindowTable
+from .window_engine import Fold, PackedFold, WindowEngine, WindowSink, key_codes, timer_order, timestamps_of
 from .windows import TimeWindow
 
-Fold = Callable[[np.ndarray, np.ndarray], list]
-"""``fold(order, starts)``: one new accumulator per run j, folding ``add`` over rows ``order[starts[j]:starts[j+1]]``."""
-PackedFold = Callable[[np.ndarray, np.ndarray], Any]
-"""``fold`` with the accumulators packed (``PackedAggregate.accumulate_packed``): an array, or None."""
 PackedEntries = tuple[list, list, np.ndarray, np.ndarray]
 """Keys an epoch encoded in bulk: (key codes, cells, new timers, old timers), NO_TIMER for none."""
 
 
-class WindowSink(Protocol):
-    """What an engine hands back to its operator: results, cleanups, late and invalid records."""
+class CellEngine(WindowEngine):
+    """The windows of one operator, a cell per key in ``state``, timed by ``timers``."""
 
-    def fire_window(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
-        """Emit ``window``'s result (stamped ``window.max_timestamp()``)."""
-
-    def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
-        """``fire_window`` of many windows, in this order (``[starts[i], ends[i])`` of ``keys[i]``)."""
-
-    def fire_windows_packed(self, keys: list, starts: np.ndarray, ends: np.ndarray, words: np.ndarray) -> None:
-        """``fire_windows`` of windows whose accumulators are packed rows (``PackedAggregate``)."""
-
-    def clear_window(self, key: Any, window: TimeWindow) -> None:
-        """``window`` is cleaned up (its per-window state goes)."""
-
-    def late_record(self, value: Any, timestamp: int) -> None:
-        """A record no window took, behind the watermark."""
-
-    def invalid_record(self, record: tuple, field: str, reason: str) -> None:
-        """A record with a bad key or timestamp."""
-
-
-class CellEngine(ABC):
-    """The windows of one operator with ``lateness``, a cell per key in ``state``, timed by ``timers``."""
-
-    STATE: ClassVar[str]
-    """The name of the state holding the cells."""
-    LAYOUT: ClassVar[str]
-    """The state layout an operator describes (a checkpoint of another layout is refused)."""
     BOUNDS: ClassVar[int]
     """Words of bounds per window in a cell."""
 
     def __init__(self, lateness: int, backend: KeyedStateBackend, state: ValueState, timers: InternalTimerService,
                  sink: WindowSink, add: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any],
                  metrics: dict[str, int], clears: bool, packed: PackedAggregate | None = None) -> None:
-        self.lateness = lateness
-        self._backend = backend
-        self._state = state
-        self._timers = timers
-        self._sink = sink
-        self._add = add            # add(value, acc_or_None) -> acc
-        self._merge = merge        # merge(a, b) -> acc (b after a)
-        self._metrics = metrics
-        self._clears = clears
+        super().__init__(lateness, backend, state, timers, sink, add, merge, metrics, clears, packed)
         self._cells = PackedCells(packed, self.BOUNDS) if packed is not None else None
 
     # -- what an engine defines ----------------------------------------------------------------
@@ -104,20 +62,6 @@ class CellEngine(ABC):
               wm: int) -> PackedEntries | None:
         """The records ``rows`` of keys not taken one at a time, into their ``cells``: keys in the list form
         go to ``new_cells`` (their old timers to ``old_timers``), keys encoded in bulk are returned."""
-
-    def close(self) -> None:
-        """Let go of the backend (the operator closes; the backend may be kept): nothing to do for cells,
-        which live in the backend's state."""
-
-    # -- rules ---------------------------------------------------------------------------------
-    def _cleanup(self, end: int) -> int:
-        """When a window ending at ``end`` is dropped: its last timestamp plus the allowed lateness."""
-        return min(end - 1 + self.lateness, MAX_TIMESTAMP)
-
-    def _cleanups(self, ends: np.ndarray) -> np.ndarray:
-        """``_cleanup`` of many window ends."""
-        last = ends - 1
-        return np.where(last > MAX_TIMESTAMP - self.lateness, MAX_TIMESTAMP, last + self.lateness)
 
     def _next_timers(self, owner: np.ndarray, ends: np.ndarray, n: int, wm: int) -> np.ndarray:
         """The one timer each of ``n`` keys needs (NO_TIMER for none): its windows' (``owner``, ``ends``)
@@ -170,23 +114,14 @@ class CellEngine(ABC):
             return out
         return cell
 
-    # -- an epoch's records --------------------------------------------------------------------
-    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
-                fold_packed: PackedFold | None = None) -> None:
-        """The epoch's records at the current watermark: record i is ``(keys[i], value_of(i), timestamps[i])``;
-        ``fold`` (when given) aggregates runs of rows in one pass, ``fold_packed`` into packed accumulators."""
-        if len(keys):
-            with gc_paused():
-                self._process(keys, timestamps, value_of, fold, fold_packed)
-
     def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
                  fold_packed: PackedFold | None) -> None:
-        ts, good, problems = _timestamps(timestamps)
+        ts, good, problems = timestamps_of(timestamps)
         if problems:  # coded row by row and named in side outputs: the keys as Python values, once
             keys = python_values(keys)
-        codes, distinct = _codes(keys, good, problems)
+        codes, distinct = key_codes(keys, good, problems)
         resolved, refused = self._backend.resolve_keys(distinct)
-        if problems or refused:  # unhashable keys found by _codes, refused keys: named in side outputs
+        if problems or refused:  # unhashable keys found by key_codes, refused keys: named in side outputs
             keys = python_values(keys)  # (a no-op once converted, and for a list)
         for r in sorted(problems):
             field, reason = problems[r]
@@ -253,13 +188,6 @@ class CellEngine(ABC):
         if len(add):
             self._timers.register_event_time_timers([scopes[i] for i in add.tolist()], None, timers[add].tolist(),
                                                     fresh=True)  # the key's only timer, unlike the one it replaces
-
-    # -- a watermark ---------------------------------------------------------------------------
-    def advance(self, watermark: int) -> None:
-        """Fire and clean every window due at ``watermark``, in timer order (time, key group, key)."""
-        if watermark > self._timers.current_watermark():
-            with gc_paused():
-                self._advance(watermark)
 
     def _advance(self, watermark: int) -> None:
         previous = self._timers.current_watermark()
@@ -334,64 +262,16 @@ class CellEngine(ABC):
                 sink.clear_window(key, window)
 
 
-def _timestamps(timestamps: Any) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
-    """int64 timestamps, which rows have a valid one, and why the others do not."""
-    if isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "i":
-        ts = timestamps.astype(np.int64, copy=False)
-        good = (ts >= MIN_EVENT_TIMESTAMP) & (ts <= MAX_EVENT_TIMESTAMP)
-        problems = {r: ("timestamp", timestamp_problem(int(ts[r]))) for r in np.flatnonzero(~good).tolist()}
-        return ts, good, problems
-    values = timestamps.tolist() if isinstance(timestamps, np.ndarray) else timestamps
-    problems = {r: ("timestamp", p) for r, v in enumerate(values) if (p := timestamp_problem(v)) is not None}
-    good = np.ones(len(values), dtype=bool)
-    good[list(problems)] = False
-    ts = np.fromiter((v if r not in problems else 0 for r, v in enumerate(values)), np.int64, len(values))
-    return ts, good, problems
-
-
-def _codes(keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, list]:
-    """Key codes of the rows in order of first appearance; an unhashable key's rows join ``problems``."""
-    if not problems:
-        try:
-            return factorize(keys)
-        except TypeError:
-            pass
-    index: dict[Any, int] = {}
-    first: list[Any] = []
-    codes = np.zeros(len(keys), dtype=np.int64)
-    for r, k in enumerate(python_values(keys)):
-        if not good[r]:
-            continue
-        try:
-            code = codes[r] = index.setdefault(key_identity(k), len(index))
-        except TypeError:
-            good[r] = False
-            problems[r] = ("key", f"key of type {type(k).__name__} is not hashable (use a tuple, not a list)")
-            continue
-        if code == len(first):
-            first.append(k)
-    return codes, first
-
-
-def _pop_order(resolved: list, owner: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    """Positions of due actions (of keys ``resolved[owner]``) in the order one-by-one processing takes
-    them: timers by time, then key group and key bytes (the timer queue's order), a key's fire before
-    its cleanup."""
-    who = owner.tolist()
-    table = pa.table({"t": times, "g": np.fromiter((resolved[i][1] for i in who), np.int64, len(who)),
-                      "b": pa.array([resolved[i][2] for i in who], pa.binary()), "k": kinds})
-    return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
-                                   ("k", "ascending")]).to_numpy()
-
-
-def window_start(window: list) -> int:
-    """A window's start in the list form ``[*bounds, accumulator]``: what keeps a key's windows in time order."""
-    return window[0]
-
-
 def _or_no_timer(timer: int | None) -> int:
     return NO_TIMER if timer is None else timer
 
 
 def _action_order(action: tuple) -> tuple:
     return action[:4]
+
+
+def _pop_order(resolved: list, owner: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """``timer_order`` of due actions of keys ``resolved[owner]``."""
+    who = owner.tolist()
+    return timer_order(times, np.fromiter((resolved[i][1] for i in who), np.int64, len(who)),
+                       [resolved[i][2] for i in who], kinds)

@@ -22,19 +22,17 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
                       SerializationError, StateError, ValueState, key_group_representatives, key_identity)
 from statekit.key_identity import PLAIN_KEY_TYPES
 
-from .cell_engine import Fold, PackedFold, WindowSink, _codes, _timestamps
 from .columns import by_code, present_codes, python_values, session_runs
 from .key_slots import KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
-from .session_engine import SessionEngine
+from .session_rules import SessionRules
+from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order, timestamps_of
 from .windows import TimeWindow
 
 TABLE_STATE = "session-table"
@@ -88,7 +86,7 @@ def page_sessions(page: bytes, function: PackedAggregate, version: int | None = 
     out = [[keys[k], s, e, a] for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs)]
     return out + [[keys[k], s, e, a] for k, sessions in listed for s, e, a in sessions]
 
-class SessionTable(SessionEngine):
+class SessionTable(SessionRules):
     """Sessions with gap ``gap`` of every key, held as columns and stored as pages per key group."""
 
     STATE = TABLE_STATE
@@ -103,7 +101,7 @@ class SessionTable(SessionEngine):
                              "are stored as int64 columns)")
         super().__init__(gap, lateness, backend, state, timers, sink, add, merge, metrics, clears, packed)
         self._function = packed
-        self._width = self._cells.width
+        self._width = 2 + packed.packed_width()
         self._slots = KeySlots()
         self._owner = np.empty(0, np.int64)   # row -> slot
         self._rows = np.empty((0, self._width), np.int64)
@@ -148,10 +146,10 @@ class SessionTable(SessionEngine):
     # -- an epoch's records --------------------------------------------------------------------
     def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
                  fold_packed: PackedFold | None) -> None:
-        ts, good, problems = _timestamps(timestamps)
+        ts, good, problems = timestamps_of(timestamps)
         if problems:
             keys = python_values(keys)
-        codes, distinct = _codes(keys, good, problems)
+        codes, distinct = key_codes(keys, good, problems)
         ids = distinct if set(map(type, distinct)) <= PLAIN_KEY_TYPES else [key_identity(k) for k in distinct]
         slots = self._slots.find(ids)
         refused: dict[int, Any] = {}
@@ -358,12 +356,8 @@ class SessionTable(SessionEngine):
                 sink.clear_window(keys[a], TimeWindow(s[0], s[1]))
 
     def _pop_order(self, slots: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-        """The order one-by-one processing takes these actions in: the timer queue's (time, key group,
-        key bytes), a key's fire before its cleanup."""
-        table = pa.table({"t": times, "g": self._slots.groups[slots], "b": pa.array(self._slots.kbs[slots].tolist(), pa.binary()),
-                          "k": kinds})
-        return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
-                                       ("k", "ascending")]).to_numpy()
+        """``timer_order`` of due actions of the keys at ``slots``."""
+        return timer_order(times, self._slots.groups[slots], self._slots.kbs[slots].tolist(), kinds)
 
     # -- pages ---------------------------------------------------------------------------------
     def write_pages(self) -> None:

@@ -28,7 +28,7 @@ from .assigners import (EventTimeSessionWindows, MergingWindowAssigner, SlidingE
                         TumblingEventTimeWindows, WindowAssigner)
 from .batching import group_by_key
 from .columns import RowView
-from .cell_engine import CellEngine, WindowSink
+from .window_engine import WindowEngine, WindowSink
 from .context import KeyedStateStore, TimerBuffer, WindowProcessContext, WindowTriggerContext
 from .evictors import Evictor, TimestampedValue
 from .functions import ProcessWindowFunction, WindowColumnsFunction, WindowRowsFunction, window_columns, window_rows
@@ -37,6 +37,7 @@ from .merging_window_set import MergingWindowSet
 from .operator import KeyedOperator
 from .output import Output
 from .packed_cells import PackedCells
+from .cell_engine import CellEngine
 from .session_engine import SessionEngine
 from .session_table import TABLE_STATE, SessionTable, page_sessions
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE, EventTimeTrigger, Trigger
@@ -133,7 +134,7 @@ class WindowOperator(KeyedOperator, WindowSink):
         self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
                                         "invalid": 0, "state_migrated": 0}
         self._backend: KeyedStateBackend | None = None
-        self._engine: CellEngine | None = None
+        self._engine: WindowEngine | None = None
 
     def describe(self) -> dict[str, Any]:
         fn = self.function
@@ -179,7 +180,7 @@ class WindowOperator(KeyedOperator, WindowSink):
         for fn in (self.function, self.window_function):
             if isinstance(fn, ProcessWindowFunction):
                 fn.open(KeyedStateStore(backend))
-        self._engine: CellEngine | None = None
+        self._engine: WindowEngine | None = None
         engine = self._engine_type
         if engine is not None:
             packed = self._packed()

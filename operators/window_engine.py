@@ -1,0 +1,167 @@
+"""WindowEngine: what every columnar window engine shares (Flink's ``WindowOperator`` with the
+``EventTimeTrigger`` and an incremental function, an epoch at a time): its operator's sink, the cleanup
+rule, the epoch and watermark entry points, and the timer queue's order, whichever way an engine stores
+its windows (a cell per key, ``operators.cell_engine``; one table of all keys, ``operators.session_table``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, ValueState,
+                      key_identity)
+
+from .columns import factorize, python_values
+from .gc_pause import gc_paused
+from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
+from .windows import TimeWindow
+
+Fold = Callable[[np.ndarray, np.ndarray], list]
+"""``fold(order, starts)``: one new accumulator per run j, folding ``add`` over rows ``order[starts[j]:starts[j+1]]``."""
+PackedFold = Callable[[np.ndarray, np.ndarray], Any]
+"""``fold`` with the accumulators packed (``PackedAggregate.accumulate_packed``): an array, or None."""
+
+
+class WindowSink(Protocol):
+    """What an engine hands back to its operator: results, cleanups, late and invalid records."""
+
+    def fire_window(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
+        """Emit ``window``'s result (stamped ``window.max_timestamp()``)."""
+
+    def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
+        """``fire_window`` of many windows, in this order (``[starts[i], ends[i])`` of ``keys[i]``)."""
+
+    def fire_windows_packed(self, keys: list, starts: np.ndarray, ends: np.ndarray, words: np.ndarray) -> None:
+        """``fire_windows`` of windows whose accumulators are packed rows (``PackedAggregate``)."""
+
+    def clear_window(self, key: Any, window: TimeWindow) -> None:
+        """``window`` is cleaned up (its per-window state goes)."""
+
+    def late_record(self, value: Any, timestamp: int) -> None:
+        """A record no window took, behind the watermark."""
+
+    def invalid_record(self, record: tuple, field: str, reason: str) -> None:
+        """A record with a bad key or timestamp."""
+
+
+class WindowEngine(ABC):
+    """The windows of one operator with ``lateness``, stored in ``state``; ``timers``' watermark is the
+    operator's. ``add(value, accumulator or None)`` and ``merge(a, b)`` are the window function's."""
+
+    STATE: ClassVar[str]
+    """The name of the state holding the windows."""
+    LAYOUT: ClassVar[str]
+    """The state layout an operator describes (a checkpoint of another layout is refused)."""
+
+    def __init__(self, lateness: int, backend: KeyedStateBackend, state: ValueState, timers: InternalTimerService,
+                 sink: WindowSink, add: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any],
+                 metrics: dict[str, int], clears: bool, packed: PackedAggregate | None = None) -> None:
+        self.lateness = lateness
+        self._backend = backend
+        self._state = state
+        self._timers = timers
+        self._sink = sink
+        self._add = add            # add(value, acc_or_None) -> acc
+        self._merge = merge        # merge(a, b) -> acc (b after a)
+        self._metrics = metrics
+        self._clears = clears
+
+    @abstractmethod
+    def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+                 fold_packed: PackedFold | None) -> None:
+        """``process`` of a non-empty epoch, the cyclic GC paused."""
+
+    @abstractmethod
+    def _advance(self, watermark: int) -> None:
+        """``advance`` to a watermark past the current one, the cyclic GC paused."""
+
+    @classmethod
+    @abstractmethod
+    def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
+        """A migration of the engine's stored values from one of their accumulators' (each window's)."""
+
+    def close(self) -> None:
+        """Let go of the backend (the operator closes; the backend may be kept). Default: nothing held."""
+
+    # -- rules ---------------------------------------------------------------------------------
+    def _cleanup(self, end: int) -> int:
+        """When a window ending at ``end`` is dropped: its last timestamp plus the allowed lateness."""
+        return min(end - 1 + self.lateness, MAX_TIMESTAMP)
+
+    def _cleanups(self, ends: np.ndarray) -> np.ndarray:
+        """``_cleanup`` of many window ends."""
+        last = ends - 1
+        return np.where(last > MAX_TIMESTAMP - self.lateness, MAX_TIMESTAMP, last + self.lateness)
+
+    # -- an epoch's records --------------------------------------------------------------------
+    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+                fold_packed: PackedFold | None = None) -> None:
+        """The epoch's records at the current watermark: record i is ``(keys[i], value_of(i), timestamps[i])``;
+        ``fold`` (when given) aggregates runs of rows in one pass, ``fold_packed`` into packed accumulators."""
+        if len(keys):
+            with gc_paused():
+                self._process(keys, timestamps, value_of, fold, fold_packed)
+
+    # -- a watermark ---------------------------------------------------------------------------
+    def advance(self, watermark: int) -> None:
+        """Fire and clean every window due at ``watermark``, in timer order (time, key group, key)."""
+        if watermark > self._timers.current_watermark():
+            with gc_paused():
+                self._advance(watermark)
+
+
+def timestamps_of(timestamps: Any) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
+    """int64 timestamps, which rows have a valid one, and why the others do not."""
+    if isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "i":
+        ts = timestamps.astype(np.int64, copy=False)
+        good = (ts >= MIN_EVENT_TIMESTAMP) & (ts <= MAX_EVENT_TIMESTAMP)
+        problems = {r: ("timestamp", timestamp_problem(int(ts[r]))) for r in np.flatnonzero(~good).tolist()}
+        return ts, good, problems
+    values = timestamps.tolist() if isinstance(timestamps, np.ndarray) else timestamps
+    problems = {r: ("timestamp", p) for r, v in enumerate(values) if (p := timestamp_problem(v)) is not None}
+    good = np.ones(len(values), dtype=bool)
+    good[list(problems)] = False
+    ts = np.fromiter((v if r not in problems else 0 for r, v in enumerate(values)), np.int64, len(values))
+    return ts, good, problems
+
+
+def key_codes(keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, list]:
+    """Key codes of the rows in order of first appearance; an unhashable key's rows join ``problems``."""
+    if not problems:
+        try:
+            return factorize(keys)
+        except TypeError:
+            pass
+    index: dict[Any, int] = {}
+    first: list[Any] = []
+    codes = np.zeros(len(keys), dtype=np.int64)
+    for r, k in enumerate(python_values(keys)):
+        if not good[r]:
+            continue
+        try:
+            code = codes[r] = index.setdefault(key_identity(k), len(index))
+        except TypeError:
+            good[r] = False
+            problems[r] = ("key", f"key of type {type(k).__name__} is not hashable (use a tuple, not a list)")
+            continue
+        if code == len(first):
+            first.append(k)
+    return codes, first
+
+
+def timer_order(times: np.ndarray, groups: np.ndarray, key_bytes: list, kinds: np.ndarray) -> np.ndarray:
+    """Positions of due actions in the order one-by-one processing takes them: timers by time, then key
+    group and key bytes (the timer queue's order), a key's fire (kind 0) before its cleanup (kind 1)."""
+    table = pa.table({"t": times, "g": groups, "b": pa.array(key_bytes, pa.binary()), "k": kinds})
+    return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
+                                   ("k", "ascending")]).to_numpy()
+
+
+def window_start(window: list) -> int:
+    """A window's start in the list form ``[*bounds, accumulator]``: what keeps a key's windows in time order."""
+    return window[0]
