@@ -49,10 +49,6 @@ class CellEngine(WindowEngine):
         """The ends of windows whose bounds are the rows of ``bounds`` (shape (n, BOUNDS))."""
 
     @abstractmethod
-    def _slow_codes(self, codes: np.ndarray, timestamps: np.ndarray, wm: int) -> np.ndarray:
-        """Codes of the keys of these records (valid ones) that must be taken one record at a time."""
-
-    @abstractmethod
     def _record(self, key: Any, windows: list, t: int, value: Any, wm: int) -> None:
         """One record into a key's ``windows`` (the list form), as one-by-one processing sees it."""
 
@@ -123,19 +119,13 @@ class CellEngine(WindowEngine):
         resolved, refused = self._backend.resolve_keys(distinct)
         if problems or refused:  # unhashable keys found by key_codes, refused keys: named in side outputs
             keys = python_values(keys)  # (a no-op once converted, and for a list)
-        for r in sorted(problems):
-            field, reason = problems[r]
-            self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)
+        self._refuse_rows(keys, timestamps, value_of, problems)
         wm = self._timers.current_watermark()
         rows = np.flatnonzero(good)
         c, t = codes[rows], ts[rows]
-        slow = np.zeros(len(distinct), dtype=bool)
-        slow[self._slow_codes(c, t, wm)] = True
-        slow[list(refused)] = True
+        slow = self._slow_keys(len(distinct), c, t, refused, wm)
         touched = [i for i in range(len(distinct)) if i not in refused]
         cells = dict(zip(touched, self._state.get_internal_many([resolved[i] for i in touched])))
-        per_key = np.bincount(c, minlength=len(distinct))
-        self._metrics["records_in"] += int(per_key.sum()) - sum(int(per_key[i]) for i in refused)
         old_timers: dict[int, int | None] = {}
         new_cells: dict[int, list] = {}
         slow_codes = np.flatnonzero(slow)
@@ -148,9 +138,7 @@ class CellEngine(WindowEngine):
             for i in slow_codes.tolist():
                 key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()
                 if i in refused:
-                    reason = str(refused[i])
-                    for r in key_rows:
-                        self._sink.invalid_record((keys[r], value_of(r), int(ts[r])), "key", reason)
+                    self._refuse_key(keys, ts, value_of, key_rows, refused[i])
                     continue
                 old_timers[i], windows = self._decode(cells[i])
                 key = distinct[i]

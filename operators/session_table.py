@@ -168,19 +168,13 @@ class SessionTable(SessionRules):
                                              groups, kbs)
         if problems or refused:
             keys = python_values(keys)
-        for r in sorted(problems):
-            field, reason = problems[r]
-            self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)
+        self._refuse_rows(keys, timestamps, value_of, problems)
         wm = self._timers.current_watermark()
         rows = np.flatnonzero(good)
         c, t = codes[rows], ts[rows]
-        slow = np.zeros(len(distinct), dtype=bool)
-        slow[self._slow_codes(c, t, wm)] = True
-        slow[list(refused)] = True
+        slow = self._slow_keys(len(distinct), c, t, refused, wm)
         if self._overflow:
             slow[np.fromiter(map(self._overflow.__contains__, slots.tolist()), bool, len(slots))] = True
-        per_key = np.bincount(c, minlength=len(distinct))
-        self._metrics["records_in"] += int(per_key.sum()) - sum(int(per_key[i]) for i in refused)
         held = slots[slots >= 0]
         hit = np.zeros(len(self._slots), bool)
         hit[held] = True
@@ -241,9 +235,7 @@ class SessionTable(SessionRules):
         for i, a, b in zip(slow_codes.tolist(), starts, ends):
             key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()
             if i in refused:
-                reason = str(refused[i])
-                for r in key_rows:
-                    self._sink.invalid_record((keys[r], value_of(r), int(ts[r])), "key", reason)
+                self._refuse_key(keys, ts, value_of, key_rows, refused[i])
                 continue
             slot = int(slots[i])
             sessions = self._overflow.pop(slot, None)

@@ -72,6 +72,10 @@ class WindowEngine(ABC):
         self._clears = clears
 
     @abstractmethod
+    def _slow_codes(self, codes: np.ndarray, timestamps: np.ndarray, wm: int) -> np.ndarray:
+        """Codes of the keys of these records (valid ones) that must be taken one record at a time."""
+
+    @abstractmethod
     def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
                  fold_packed: PackedFold | None) -> None:
         """``process`` of a non-empty epoch, the cyclic GC paused."""
@@ -87,6 +91,32 @@ class WindowEngine(ABC):
 
     def close(self) -> None:
         """Let go of the backend (the operator closes; the backend may be kept). Default: nothing held."""
+
+    # -- an epoch's parts --------------------------------------------------------------------------
+    def _refuse_rows(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any],
+                     problems: dict[int, tuple[str, str]]) -> None:
+        """Rows with a bad timestamp or an unhashable key (``problems``: row -> (field, reason)) to the
+        invalid side output, in row order."""
+        for r in sorted(problems):
+            field, reason = problems[r]
+            self._sink.invalid_record((keys[r], value_of(r), timestamps[r]), field, reason)
+
+    def _refuse_key(self, keys: Sequence[Any], ts: np.ndarray, value_of: Callable[[int], Any], rows: list,
+                    error: Exception) -> None:
+        """The rows of a key the backend refused (``error`` says why) to the invalid side output."""
+        reason = str(error)
+        for r in rows:
+            self._sink.invalid_record((keys[r], value_of(r), int(ts[r])), "key", reason)
+
+    def _slow_keys(self, n: int, codes: np.ndarray, timestamps: np.ndarray, refused: dict, wm: int) -> np.ndarray:
+        """Which of the epoch's ``n`` keys take their records one at a time (``_slow_codes``, and refused
+        keys, whose records are named in side outputs in that order); counts the records taken in."""
+        slow = np.zeros(n, dtype=bool)
+        slow[self._slow_codes(codes, timestamps, wm)] = True
+        slow[list(refused)] = True
+        per_key = np.bincount(codes, minlength=n)
+        self._metrics["records_in"] += int(per_key.sum()) - sum(int(per_key[i]) for i in refused)
+        return slow
 
     # -- rules ---------------------------------------------------------------------------------
     def _cleanup(self, end: int) -> int:
