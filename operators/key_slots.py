@@ -1,9 +1,9 @@
 """KeySlots: the keys a columnar engine holds, each at a slot (an index into per-key columns), found and
 added for a whole epoch at once.
 
-Slots are only appended: a key that leaves is marked dead (one numpy write, no dict work), and when more
-than half the slots are dead ``compact`` renumbers the live ones in bulk, so the per-key Python work of
-an epoch is one dict lookup per distinct key and one dict insert per new key.
+Slots are only appended: a key that leaves is marked dead (one numpy write, no dict work), and when
+more than two thirds of the slots are dead ``compact`` renumbers the live ones in bulk, so the per-key
+Python work of an epoch is one dict lookup per distinct key and one dict insert per new key.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ _COMPACT_AT = 1 << 12
 
 
 class KeySlots:
-    """Keys at slots: ``keys[s]``, their identities ``ids[s]``, serialized bytes ``kbs[s]`` (an object
-    array, gathered in bulk; lengths ``kb_len``), key groups ``groups[s]``; ``alive[s]`` is False once the
+    """Keys at slots: ``keys[s]`` and their serialized bytes ``kbs[s]`` (object arrays, gathered in bulk;
+    lengths ``kb_len``), identities ``ids[s]``, key groups ``groups[s]``; ``alive[s]`` is False once the
     key at ``s`` left."""
 
     def __init__(self) -> None:
         self._slot_of: dict[Any, int] = {}
-        self.keys: list = []
+        self.keys = np.empty(0, object)
         self.ids: list = []
         self.kbs = np.empty(0, object)
         self.kb_len = np.empty(0, np.int32)
@@ -50,7 +50,7 @@ class KeySlots:
     def add(self, keys: list, ids: list, groups: Sequence[int], kbs: Sequence[bytes]) -> np.ndarray:
         """Slots for keys not held (at the end)."""
         start, n = len(self.keys), len(keys)
-        self.keys += keys
+        self.keys = np.concatenate((self.keys, np.fromiter(keys, object, n)))  # tuples stay elements
         self.ids += ids
         self.kbs = np.concatenate((self.kbs, np.array(kbs, object).reshape(n)))
         self.kb_len = np.concatenate((self.kb_len, np.fromiter(map(len, kbs), np.int32, n)))
@@ -66,20 +66,18 @@ class KeySlots:
 
     def keys_at(self, slots: np.ndarray) -> list:
         """The keys at ``slots``."""
-        keys = self.keys
-        return [keys[s] for s in slots.tolist()]
+        return self.keys[slots].tolist()
 
     def compact(self) -> np.ndarray | None:
-        """Renumber the live slots when more than half are dead: the new slot of each old one (-1: dead),
-        for the caller's per-slot references; None when nothing moved."""
-        if self._dead <= max(_COMPACT_AT, len(self.keys) // 2):
+        """Renumber the live slots when more than two thirds are dead: the new slot of each old one (-1:
+        dead), for the caller's per-slot references; None when nothing moved."""
+        if self._dead <= max(_COMPACT_AT, 2 * (len(self.keys) - self._dead)):
             return None
         live = self.alive
         moved = np.cumsum(live) - 1
         moved[~live] = -1
-        keep = live.tolist()
-        self.keys, self.ids = (list(compress(c, keep)) for c in (self.keys, self.ids))
-        self.kbs, self.kb_len, self.groups = self.kbs[live], self.kb_len[live], self.groups[live]
+        self.ids = list(compress(self.ids, live.tolist()))
+        self.keys, self.kbs, self.kb_len, self.groups = self.keys[live], self.kbs[live], self.kb_len[live], self.groups[live]
         self.alive = np.ones(len(self.keys), bool)
         self._slot_of = dict(zip(self.ids, range(len(self.ids))))
         self._dead = 0

@@ -52,7 +52,7 @@ def key_groups_for_bytes(keys_bytes: Sequence[bytes], max_parallelism: int) -> n
 def key_groups_and_bytes(keys: Sequence[object], max_parallelism: int) -> tuple[np.ndarray, list[bytes]]:
     """Key groups and serialized bytes of many keys: serialized one by one in C, hashed together
     (SerializationError for a key that cannot be serialized)."""
-    kbs = list(map(KEY_SERIALIZER.dumps, keys))
+    kbs = KEY_SERIALIZER.dumps_many(keys)
     return key_groups_for_bytes(kbs, max_parallelism), kbs
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import threading
 from importlib.metadata import entry_points
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import msgpack
 
@@ -173,6 +173,15 @@ class MsgpackSerializer:
         except (TypeError, ValueError, OverflowError) as e:
             self._packer.reset()
             raise SerializationError(f"{e} (value of type {type(value).__name__})") from None
+
+    def dumps_many(self, values: Sequence[Any]) -> list[bytes]:
+        """``dumps`` of each value: packed in one C-level pass, or one by one when one fails (which then
+        raises its own SerializationError)."""
+        try:
+            return list(map(self._packer.pack, values))
+        except Exception:
+            self._packer.reset()
+            return [self.dumps(v) for v in values]
 
     def loads(self, data: bytes) -> Any:
         try:

@@ -259,3 +259,55 @@ def test_pages_of_an_older_accumulator_version_migrate(backend_name, target, tmp
                                                  ("c", 50, 65, 2, None, 9, None), ("d", 200, 210, 1, 4.0, 4, 4)]
     assert flushed_entries(v2) == 0
     v2.close()
+
+
+def test_key_slots_find_add_release_and_compact():
+    from statekit.operators.key_slots import KeySlots
+
+    slots = KeySlots()
+    keys = [f"k{i}" for i in range(10_000)] + [("t", 1), 1, True]
+    got = slots.add(keys, keys[:-3] + [("tag", "t"), 1, ("bool", True)], list(range(len(keys))),
+                    [k.encode() if isinstance(k, str) else b"x" for k in keys])
+    assert got.tolist() == list(range(len(keys))) and slots.keys_at(np.array([10_000, 2])) == [("t", 1), "k2"]
+    slots.release(np.arange(0, 9_000))
+    assert slots.find(["k1", "k9001", 1]).tolist() == [-1, 9001, 10_001]
+    moved = slots.compact()  # 9,000 of 10,003 dead: renumbered
+    assert moved is not None and moved[9001] == 1 and (moved[:9000] == -1).all()
+    assert len(slots) == slots.live() == 1003 and slots.find(["k9001", "k1", ("bool", True)]).tolist() == [1, -1, 1002]
+    assert slots.keys_at(np.array([1002, 1000])) == [True, ("t", 1)] and slots.groups[1].item() == 9001
+    assert slots.kbs[1] == b"k9001" and slots.kb_len[1] == 5
+    assert slots.compact() is None  # nothing dead
+
+
+def test_many_keys_leaving_renumber_slots_and_results_stay_equal(backend_name, tmp_path, monkeypatch):
+    """Thousands of keys open and fire epoch after epoch, so the table renumbers its slots between
+    epochs: results equal the record path's and a restore after it reads the same sessions."""
+    table = harness(operator("columns", 5, "table"), backend_name, tmp_path / "t")
+    reference = harness(operator("columns", 5, None), backend_name, tmp_path / "r")
+    from statekit.operators.key_slots import KeySlots
+
+    rng = np.random.default_rng(7)
+    compacted = []
+    real = KeySlots.compact
+    monkeypatch.setattr(KeySlots, "compact", lambda self: compacted.append(real(self)) or compacted[-1])
+    for epoch in range(6):
+        keys = [f"u{epoch}-{i}" for i in rng.integers(0, 6000, 4000)] + [f"stay{i}" for i in range(50)]
+        times = np.sort(rng.integers(epoch * 100, epoch * 100 + 90, len(keys)))
+        recs = [(k, (k, int(t) % 7, int(t) % 5, 0.5), int(t)) for k, t in zip(keys, times.tolist())]
+        reference.process_batch(recs)
+        table.process_columns(*columns_of(recs))
+        if epoch == 3:
+            table.backend.flush()
+            snapshot = table.snapshot()
+            table.close()
+            table = harness(operator("columns", 5, "table"), backend_name, tmp_path / "t2", snapshot)
+        for h in (table, reference):
+            h.process_watermark(epoch * 100 + 80)
+        assert sorted(repr(r) for r in table.output()) == sorted(repr(r) for r in reference.output())
+    assert sum(moved is not None for moved in compacted) >= 2  # renumbered, before and after the restore
+    for h in (table, reference):
+        h.process_watermark(10_000)
+    assert sorted(repr(r) for r in table.output()) == sorted(repr(r) for r in reference.output())
+    assert flushed_entries(table) == 0
+    table.close()
+    reference.close()
