@@ -155,15 +155,13 @@ class SessionTable(SessionRules):
         refused: dict[int, Any] = {}
         new = np.flatnonzero(slots < 0).tolist()
         if new:
-            new_keys = [distinct[i] for i in new]
-            resolved, refused_new = self._backend.resolve_keys(new_keys)
+            new_keys = list(map(distinct.__getitem__, new))
+            groups, kbs, refused_new = self._backend.resolve_key_columns(new_keys)
             if refused_new:
                 refused = {new[j]: e for j, e in refused_new.items()}
-                new = [i for j, i in enumerate(new) if j not in refused_new]
-                new_keys = [distinct[i] for i in new]
-                resolved = [r for r in resolved if r is not None]
+                ok = [j for j in range(len(new)) if j not in refused_new]
+                new, new_keys, kbs, groups = [new[j] for j in ok], [new_keys[j] for j in ok], [kbs[j] for j in ok], groups[ok]
             if new:
-                _, groups, kbs = zip(*resolved)
                 slots[new] = self._slots.add(new_keys, new_keys if ids is distinct else [ids[i] for i in new],
                                              groups, kbs)
         if problems or refused:

@@ -164,7 +164,7 @@ class KeyedStateBackend(ABC):
             for old in list(islice(cache, len(cache) - _KEY_CACHE_LIMIT + _KEY_CACHE_LIMIT // 4)):
                 del cache[old]
 
-    def _plain_scopes(self, keys: Sequence[Any]) -> tuple[list[int], list[bytes]] | None:
+    def _plain_scopes(self, keys: Sequence[Any]) -> tuple[np.ndarray, list[bytes]] | None:
         """Key groups and bytes of str, int or bytes keys (their own identities): serialized one by one in
         C, hashed together in numpy; None when one cannot be serialized (an int beyond 64 bits). A key
         outside this backend's key groups raises KeyGroupError, as ``set_current_key`` does."""
@@ -175,7 +175,7 @@ class KeyedStateBackend(ABC):
         outside = np.flatnonzero((kgs < self.key_groups.start) | (kgs >= self.key_groups.stop))
         if len(outside):
             self._resolve_key(keys[outside[0]], keys[outside[0]])  # raises KeyGroupError naming it
-        return kgs.tolist(), kbs
+        return kgs, kbs
 
     def _resolve_plain(self, keys: list) -> list[tuple[int, bytes, tuple, type]]:
         """``_resolve_key`` of many new plain keys at once, remembered in the key cache (InvalidKeyError:
@@ -183,7 +183,7 @@ class KeyedStateBackend(ABC):
         scopes = self._plain_scopes(keys)
         if scopes is None:
             return [self._key_entry(key) for key in keys]  # raises for the first key that cannot be serialized
-        entries = [(kg, kb, (key, None), type(key)) for key, kg, kb in zip(keys, *scopes)]
+        entries = [(kg, kb, (key, None), type(key)) for key, kg, kb in zip(keys, scopes[0].tolist(), scopes[1])]
         self._remember(dict(zip(keys, entries)))
         return entries
 
@@ -194,7 +194,7 @@ class KeyedStateBackend(ABC):
         if set(map(type, keys)) <= _PLAIN_KEYS:  # all their own identities: computed in bulk, not looked up
             scopes = self._plain_scopes(keys)
             if scopes is not None:
-                return list(zip(keys, *scopes)), {}
+                return list(zip(keys, scopes[0].tolist(), scopes[1])), {}
         cache = self._key_cache
         resolved: list[ResolvedKey | None] = [None] * len(keys)
         refused: dict[int, InvalidKeyError] = {}
@@ -227,6 +227,17 @@ class KeyedStateBackend(ABC):
             if entry is not None:
                 resolved[i] = (keys[i], entry[0], entry[1])
         return resolved, refused
+
+    def resolve_key_columns(self, keys: Sequence[Any]) -> tuple[np.ndarray, list[bytes], dict[int, InvalidKeyError]]:
+        """``resolve_keys`` as columns, for work that keeps keys by column: each key's group (-1 for a
+        refused key) and bytes (b"" for one), and the refused keys' errors by index."""
+        if set(map(type, keys)) <= _PLAIN_KEYS:
+            scopes = self._plain_scopes(keys)
+            if scopes is not None:
+                return scopes[0], scopes[1], {}
+        resolved, refused = self.resolve_keys(keys)
+        return (np.fromiter((-1 if r is None else r[1] for r in resolved), np.int64, len(resolved)),
+                [b"" if r is None else r[2] for r in resolved], refused)
 
     def get_current_key(self) -> Any:
         key = self._key

@@ -1813,9 +1813,9 @@ def test_due_timers_come_with_their_keys_resolved(make_backend):
 
 
 def test_bulk_key_resolution_equals_one_key_at_a_time(make_backend):
-    """``resolve_keys`` (cold and with a warm cache) and ``key_groups_of`` of many keys at once equal
-    ``set_current_key``'s scope and ``key_group_of`` of each key; a key it cannot serialize is refused
-    under its index, as ``set_current_key`` refuses it."""
+    """``resolve_keys`` (cold and with a warm cache), ``resolve_key_columns`` and ``key_groups_of`` of many
+    keys at once equal ``set_current_key``'s scope and ``key_group_of`` of each key; a key it cannot
+    serialize is refused under its index, as ``set_current_key`` refuses it."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
@@ -1825,7 +1825,7 @@ def test_bulk_key_resolution_equals_one_key_at_a_time(make_backend):
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(keys=st.lists(keys_, max_size=40))
     def check(keys):
-        bulk, single = make_backend(), make_backend()
+        bulk, single, by_column = make_backend(), make_backend(), make_backend()
         for _ in range(2):  # cold, then warm
             resolved, refused = bulk.resolve_keys(keys)
             for i, key in enumerate(keys):
@@ -1835,11 +1835,15 @@ def test_bulk_key_resolution_equals_one_key_at_a_time(make_backend):
                     assert resolved[i] is None and str(refused[i]) == str(e)
                     continue
                 assert i not in refused and repr(resolved[i]) == repr(single.current_key_scope())
+            groups, kbs, refused_columns = by_column.resolve_key_columns(keys)
+            assert {i: str(e) for i, e in refused_columns.items()} == {i: str(e) for i, e in refused.items()}
+            assert [(g, b) for g, b in zip(groups.tolist(), kbs)] == [
+                (-1, b"") if r is None else (r[1], r[2]) for r in resolved]
         serializable = [k for i, k in enumerate(keys) if i not in refused]
         cold = make_backend()
         expected = [key_group_for(k, bulk.max_parallelism) for k in serializable]
         assert cold.key_groups_of(serializable) == bulk.key_groups_of(serializable) == expected
-        for b in (bulk, single, cold):
+        for b in (bulk, single, cold, by_column):
             b.close()
 
     check()
