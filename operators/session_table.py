@@ -86,6 +86,7 @@ def page_sessions(page: bytes, function: PackedAggregate, version: int | None = 
     out = [[keys[k], s, e, a] for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs)]
     return out + [[keys[k], s, e, a] for k, sessions in listed for s, e, a in sessions]
 
+
 class SessionTable(SessionRules):
     """Sessions with gap ``gap`` of every key, held as columns and stored as pages per key group."""
 
@@ -95,10 +96,7 @@ class SessionTable(SessionRules):
     def __init__(self, gap: int, lateness: int, backend: KeyedStateBackend, state: ValueState,
                  timers: InternalTimerService, sink: WindowSink, add: Callable[[Any, Any], Any],
                  merge: Callable[[Any, Any], Any], metrics: dict[str, int], clears: bool,
-                 packed: PackedAggregate | None) -> None:
-        if packed is None:
-            raise ValueError("state_layout='table' needs a PackedAggregate window function (its accumulators "
-                             "are stored as int64 columns)")
+                 packed: PackedAggregate) -> None:
         super().__init__(gap, lateness, backend, state, timers, sink, add, merge, metrics, clears, packed)
         self._function = packed
         self._width = 2 + packed.packed_width()
@@ -409,9 +407,10 @@ class SessionTable(SessionRules):
                 continue
             try:
                 _, row_key, rows, kbs, listed = decode_page(page, self._width)
-            except ValueError as e:
-                raise StateError(f"state '{self.STATE}', key group {g}: {e}") from None
-            keys = list(map(KEY_SERIALIZER.loads, kbs))
+                keys = list(map(KEY_SERIALIZER.loads, kbs))
+            except (ValueError, SerializationError) as e:  # another format, or a damaged page
+                raise StateError(f"state '{self.STATE}', key group {g}: cannot read its page ({len(page)} bytes): "
+                                 f"{e}") from None
             slots = self._slots.add(keys, [key_identity(k) for k in keys], [g] * len(keys), kbs)
             self._put(slots[row_key], rows.copy())
             for index, sessions in listed:

@@ -69,7 +69,7 @@ def key_group_representatives(max_parallelism: int) -> tuple[int, ...]:
     start, block = 0, max(1024, 4 * max_parallelism)
     while (found < 0).any():
         candidates = np.arange(start, start + block)
-        groups = key_groups_for_bytes(list(map(KEY_SERIALIZER.dumps, candidates.tolist())), max_parallelism)
+        groups = key_groups_and_bytes(candidates.tolist(), max_parallelism)[0]
         fresh = found[groups] < 0
         first = np.unique(groups[fresh], return_index=True)  # the smallest candidate of each group not found yet
         found[first[0]] = candidates[fresh][first[1]]

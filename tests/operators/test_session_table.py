@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from statekit import StateConfig, key_group_for, key_group_representatives
+from statekit import StateConfig, StateError, key_group_for, key_group_representatives
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import EventTimeSessionWindows, RowAggregate, WindowOperator
 from statekit.operators.session_table import TABLE_STATE, SessionTable
@@ -311,3 +311,33 @@ def test_many_keys_leaving_renumber_slots_and_results_stay_equal(backend_name, t
     assert flushed_entries(table) == 0
     table.close()
     reference.close()
+
+
+@pytest.mark.parametrize("max_parallelism", [1, 128, 4096])
+def test_each_key_group_has_its_smallest_int_key_as_representative(max_parallelism):
+    reps = key_group_representatives(max_parallelism)
+    assert [key_group_for(r, max_parallelism) for r in reps] == list(range(max_parallelism))
+    assert all(key_group_for(i, max_parallelism) != g for g, r in enumerate(reps[:64]) for i in range(r))
+
+
+def test_a_damaged_page_is_an_error_naming_the_state_and_key_group(backend_name, tmp_path):
+    """A page that is not one (another format, cut short, bytes of a key that do not decode) refuses the
+    restore with the state and key group, not a crash inside numpy or msgpack."""
+    h = harness(operator("columns", 0, "table"), backend_name, tmp_path / "h")
+    h.process_columns(["a"], np.array([1], np.int64), [["a"], [1], [1], [0.5]])
+    h.backend.flush()
+    group = key_group_for("a")
+    state = h.operator._engine._state
+    page_key = h.operator._engine._page_keys[group]
+    good = state.get_internal_many([page_key])[0]
+    kb_at = len(good) - len(b"\xa1a")  # the key's bytes end the page (no list-form tail)
+    for i, (damaged, reason) in enumerate([(b"\x07" * 20, "format None"), (good[:60], "cannot read its page"),
+                                           (good[:kb_at] + b"\xc1\xc1", "cannot read its page")]):
+        state.update_internal_many([page_key], [damaged])
+        restored = OperatorHarness(operator("columns", 0, "table"),
+                                   StateConfig(backend=backend_name, local_dir=str(tmp_path / f"r{i}")))
+        restored.restore(h.snapshot())
+        with pytest.raises(StateError, match=f"state 'session-table', key group {group}: .*{reason}"):
+            restored.open()
+        restored.backend.close()
+    h.close()
