@@ -23,10 +23,10 @@ class Runs:
     """Runs in key order, then time order: key code, first and last timestamp, record count;
     ``order`` lists the rows run by run, ``starts`` where each run begins in it."""
 
-    codes: list[int]
-    firsts: list[int]
-    lasts: list[int]
-    counts: list[int]
+    codes: np.ndarray
+    firsts: np.ndarray
+    lasts: np.ndarray
+    counts: np.ndarray
     order: np.ndarray
     starts: np.ndarray
 
@@ -69,15 +69,25 @@ def _plain_arrow(t: pa.DataType) -> bool:
             or pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
+def arrow_codes(keys: Sequence[Any]) -> tuple[np.ndarray, pa.Array] | None:
+    """Key codes per row and the distinct keys (an Arrow column, in order of first appearance) of an
+    Arrow column of plain keys without nulls, with no Python object per row; None for other columns."""
+    array = arrow_array(keys)
+    if array is None or array.null_count or not _plain_arrow(array.type):
+        return None
+    encoded = array.dictionary_encode()
+    return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary
+
+
 def factorize(keys: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
     """Key codes per row and the distinct keys in order of first appearance, told apart by
     ``key_identity`` (TypeError: an unhashable key). An Arrow column of plain keys without nulls is
     encoded as it is, with no Python object per row."""
+    encoded = arrow_codes(keys)
+    if encoded is not None:
+        return encoded[0], encoded[1].to_pylist()
     array = arrow_array(keys)
     if array is not None:
-        if array.null_count == 0 and _plain_arrow(array.type):
-            encoded = array.dictionary_encode()
-            return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
         keys = array.to_pylist()
     index: dict[Any, int] = {}
     first: list[Any] = []
@@ -148,7 +158,7 @@ def session_runs(codes: np.ndarray, timestamps: np.ndarray, rows: np.ndarray, ga
         cut[first[t[first] <= touch_hi[inside]]] = True
     starts = np.flatnonzero(cut)
     ends = np.append(starts[1:], len(order))
-    return Runs(c[starts].tolist(), t[starts].tolist(), t[ends - 1].tolist(), (ends - starts).tolist(), order, starts)
+    return Runs(c[starts], t[starts], t[ends - 1], ends - starts, order, starts)
 
 
 @dataclass(slots=True)

@@ -1,84 +1,199 @@
 """KeySlots: the keys a columnar engine holds, each at a slot (an index into per-key columns), found and
-added for a whole epoch at once.
+added for a whole epoch at once with no per-key Python work.
 
-Slots are only appended: a key that leaves is marked dead (one numpy write, no dict work), and when
-more than two thirds of the slots are dead ``compact`` renumbers the live ones in bulk, so the per-key
-Python work of an epoch is one dict lookup per distinct key and one dict insert per new key.
+A key is known by its serialized bytes (``statekit.key_identity``: keys are one exactly when they
+serialize alike). The bytes of every slot live in one arena; a numpy open-addressing table indexed by
+the bytes' ``stable_hash`` finds a slot, and a hit is verified against the stored bytes, so a hash
+collision costs a probe, never a wrong key. Slots are only appended: a key that leaves is marked dead,
+and when more than two thirds of the slots are dead ``compact`` renumbers the live ones in bulk.
 """
 
 from __future__ import annotations
 
-from itertools import compress, repeat
-from typing import Any, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statekit import binary_spans, stable_hashes
 
 _COMPACT_AT = 1 << 12
 """Dead slots tolerated however few are live (small tables are not renumbered over and over)."""
+_EMPTY = -1
+
+
+def _grown(array: np.ndarray, need: int) -> np.ndarray:
+    """``array`` with room for ``need`` items (capacity doubled, contents kept)."""
+    if need <= len(array):
+        return array
+    out = np.empty(max(need, 2 * len(array), 64), array.dtype)
+    out[:len(array)] = array
+    return out
+
+
+class KeyBytes(NamedTuple):
+    """Serialized keys as one column: an Arrow large_binary array and each key's ``stable_hash``."""
+
+    array: pa.Array
+    hashes: np.ndarray
+
+    @classmethod
+    def of(cls, kbs: Sequence[bytes]) -> KeyBytes:
+        return cls(pa.array(kbs, pa.large_binary()), stable_hashes(kbs))
+
+    def take(self, index: np.ndarray) -> KeyBytes:
+        return KeyBytes(self.array.take(index), self.hashes[index])
 
 
 class KeySlots:
-    """Keys at slots: ``keys[s]`` and their serialized bytes ``kbs[s]`` (object arrays, gathered in bulk;
-    lengths ``kb_len``), identities ``ids[s]``, key groups ``groups[s]``; ``alive[s]`` is False once the
-    key at ``s`` left."""
+    """Keys at slots: ``keys[s]`` (the key as given), ``groups[s]`` (its key group), ``kb_len[s]`` (its
+    serialized length); ``alive[s]`` is False once the key at ``s`` left. The serialized keys are one
+    Arrow column by slot (an arena and its offsets), so gathering them is one ``take``."""
 
     def __init__(self) -> None:
-        self._slot_of: dict[Any, int] = {}
-        self.keys = np.empty(0, object)
-        self.ids: list = []
-        self.kbs = np.empty(0, object)
-        self.kb_len = np.empty(0, np.int32)
-        self.groups = np.empty(0, np.int64)
-        self.alive = np.empty(0, bool)
+        self._n = 0
         self._dead = 0
+        self._keys = np.empty(0, object)
+        self._groups = np.empty(0, np.int64)
+        self._alive = np.empty(0, bool)
+        self._hash = np.empty(0, np.int64)
+        self._len = np.empty(0, np.int64)
+        self._offsets = np.zeros(1, np.int64)  # slot s's bytes: arena[offsets[s]:offsets[s + 1]]
+        self._arena = np.empty(0, np.uint8)
+        self._table = np.full(1024, _EMPTY, np.int64)  # hash directory: a slot, or _EMPTY
+        self._entries = 0
 
+    # -- columns by slot -------------------------------------------------------------------------
     def __len__(self) -> int:
         """Slots, dead ones included (the length of per-slot columns)."""
-        return len(self.keys)
+        return self._n
 
     def live(self) -> int:
         """Keys held."""
-        return len(self.keys) - self._dead
+        return self._n - self._dead
 
-    def find(self, ids: Sequence[Any]) -> np.ndarray:
-        """The slot of each identity, -1 for a key not held."""
-        slots = np.fromiter(map(self._slot_of.get, ids, repeat(-1)), np.int64, len(ids))
-        found = np.flatnonzero(slots >= 0)
-        slots[found[~self.alive[slots[found]]]] = -1
-        return slots
+    @property
+    def keys(self) -> np.ndarray:
+        return self._keys[:self._n]
 
-    def add(self, keys: list, ids: list, groups: Sequence[int], kbs: Sequence[bytes]) -> np.ndarray:
-        """Slots for keys not held (at the end)."""
-        start, n = len(self.keys), len(keys)
-        self.keys = np.concatenate((self.keys, np.fromiter(keys, object, n)))  # tuples stay elements
-        self.ids += ids
-        self.kbs = np.concatenate((self.kbs, np.array(kbs, object).reshape(n)))
-        self.kb_len = np.concatenate((self.kb_len, np.fromiter(map(len, kbs), np.int32, n)))
-        self.groups = np.concatenate((self.groups, np.asarray(groups, np.int64).reshape(n)))
-        self.alive = np.concatenate((self.alive, np.ones(n, bool)))
-        self._slot_of.update(zip(ids, range(start, start + n)))
-        return np.arange(start, start + n)
+    @property
+    def groups(self) -> np.ndarray:
+        return self._groups[:self._n]
 
-    def release(self, slots: np.ndarray) -> None:
-        """The keys at ``slots`` left."""
-        self.alive[slots] = False
-        self._dead += len(slots)
+    @property
+    def kb_len(self) -> np.ndarray:
+        return self._len[:self._n]
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self._alive[:self._n]
 
     def keys_at(self, slots: np.ndarray) -> list:
         """The keys at ``slots``."""
-        return self.keys[slots].tolist()
+        return self._keys[slots].tolist()
+
+    def key_bytes(self, slots: np.ndarray) -> pa.Array:
+        """The serialized keys at ``slots`` as an Arrow large_binary column (what sorts and joins them in C)."""
+        used = self._offsets[self._n]
+        arena = pa.Array.from_buffers(pa.large_binary(), self._n, [None, pa.py_buffer(self._offsets[:self._n + 1]),
+                                                                   pa.py_buffer(self._arena[:used])])
+        return arena.take(slots)
+
+    def key_blob(self, slots: np.ndarray) -> bytes:
+        """The serialized keys at ``slots`` back to back (their lengths: ``kb_len[slots]``)."""
+        if not len(slots):
+            return b""
+        offsets, data = binary_spans(self.key_bytes(slots))
+        return data[offsets[0]:offsets[-1]].tobytes()
+
+    # -- finding and adding ----------------------------------------------------------------------
+    def find(self, kb: KeyBytes) -> np.ndarray:
+        """The slot of each serialized key, -1 for a key not held."""
+        out = np.full(len(kb.hashes), -1, np.int64)
+        mask = len(self._table) - 1
+        pos = kb.hashes & mask
+        lengths = pc.binary_length(kb.array).to_numpy(zero_copy_only=False)
+        todo = np.arange(len(out))
+        while len(todo):
+            slot = self._table[pos[todo]]
+            todo, slot = todo[slot != _EMPTY], slot[slot != _EMPTY]  # an empty entry ends the search
+            same = ((self._hash[slot] == kb.hashes[todo]) & self._alive[slot]
+                    & (self._len[slot] == lengths[todo]))
+            cand, cslot = todo[same], slot[same]
+            equal = pc.equal(kb.array.take(cand), self.key_bytes(cslot)).to_numpy(zero_copy_only=False)
+            out[cand[equal]] = cslot[equal]
+            todo = todo[out[todo] < 0]
+            pos[todo] = (pos[todo] + 1) & mask
+        return out
+
+    def add(self, keys: list, groups: Sequence[int], kb: KeyBytes) -> np.ndarray:
+        """Slots for keys not held, distinct from each other (at the end)."""
+        start, m = self._n, len(keys)
+        end = start + m
+        for name in ("_keys", "_groups", "_alive", "_hash", "_len"):
+            setattr(self, name, _grown(getattr(self, name), end))
+        self._offsets = _grown(self._offsets, end + 1)
+        self._keys[start:end] = np.fromiter(keys, object, m)  # tuples stay elements
+        self._groups[start:end] = np.asarray(groups, np.int64).reshape(m)
+        self._alive[start:end] = True
+        self._hash[start:end] = kb.hashes
+        offsets, data = binary_spans(kb.array)
+        used = self._offsets[start]
+        self._offsets[start + 1:end + 1] = offsets[1:] - offsets[0] + used
+        self._len[start:end] = np.diff(offsets)
+        size = offsets[-1] - offsets[0]
+        self._arena = _grown(self._arena, used + size)
+        self._arena[used:used + size] = data[offsets[0]:offsets[-1]]
+        self._n = end
+        slots = np.arange(start, end)
+        if 2 * (self._entries + m) > len(self._table):
+            self._rebuild(self._entries + m)
+        self._insert(slots)
+        return slots
+
+    def _insert(self, slots: np.ndarray) -> None:
+        """Enter ``slots`` in the hash directory (linear probing; of keys meeting at one free entry, one
+        takes it and the others probe on)."""
+        mask = len(self._table) - 1
+        pos = self._hash[slots] & mask
+        todo = np.arange(len(slots))
+        while len(todo):
+            p = pos[todo]
+            free = self._table[p] == _EMPTY
+            self._table[p[free]] = slots[todo[free]]  # of keys meeting at one free entry, one lands
+            todo = todo[~(free & (self._table[p] == slots[todo]))]
+            pos[todo] = (pos[todo] + 1) & mask
+        self._entries += len(slots)
+
+    def _rebuild(self, entries: int) -> None:
+        """A directory of the live slots with room for ``entries`` at most a quarter full."""
+        size = 1024
+        while size < 4 * entries:
+            size *= 2
+        self._table = np.full(size, _EMPTY, np.int64)
+        self._entries = 0
+        self._insert(np.flatnonzero(self.alive))
+
+    # -- leaving ---------------------------------------------------------------------------------
+    def release(self, slots: np.ndarray) -> None:
+        """The keys at ``slots`` left (their directory entries stay until ``compact``; ``find`` skips them)."""
+        self._alive[slots] = False
+        self._dead += len(slots)
 
     def compact(self) -> np.ndarray | None:
         """Renumber the live slots when more than two thirds are dead: the new slot of each old one (-1:
         dead), for the caller's per-slot references; None when nothing moved."""
-        if self._dead <= max(_COMPACT_AT, 2 * (len(self.keys) - self._dead)):
+        if self._dead <= max(_COMPACT_AT, 2 * self.live()):
             return None
-        live = self.alive
+        live = self.alive.copy()
         moved = np.cumsum(live) - 1
         moved[~live] = -1
-        self.ids = list(compress(self.ids, live.tolist()))
-        self.keys, self.kbs, self.kb_len, self.groups = self.keys[live], self.kbs[live], self.kb_len[live], self.groups[live]
-        self.alive = np.ones(len(self.keys), bool)
-        self._slot_of = dict(zip(self.ids, range(len(self.ids))))
-        self._dead = 0
+        offsets, data = binary_spans(self.key_bytes(np.flatnonzero(live)))
+        for name in ("_keys", "_groups", "_hash", "_len"):
+            setattr(self, name, getattr(self, name)[:self._n][live])
+        self._offsets, self._arena = offsets - offsets[0], data[offsets[0]:offsets[-1]].copy()
+        self._n, self._dead = int(live.sum()), 0
+        self._alive = np.ones(self._n, bool)
+        self._rebuild(self._n)
         return moved

@@ -51,9 +51,8 @@ class SessionEngine(SessionRules, CellEngine):
             runs = session_runs(codes, ts, rows, gap, fast[table.owner], table.rows[:, 0] - gap, table.rows[:, 1])
             accs = fold_packed(runs.order, runs.starts)
             if accs is not None:
-                owner = np.searchsorted(fast, np.asarray(runs.codes, np.int64))
-                firsts, lasts = np.asarray(runs.firsts, np.int64), np.asarray(runs.lasts, np.int64)
-                result = merged(table, owner, firsts, lasts + gap, accs, self._cells.function)
+                result = merged(table, np.searchsorted(fast, runs.codes), runs.firsts, runs.lasts + gap, accs,
+                                self._cells.function)
                 if result is not None:
                     result.timers = self._next_timers(result.owner, result.rows[:, 1], len(fast), wm)
                     return fast.tolist(), self._cells.encode(result), result.timers, table.timers
@@ -70,7 +69,7 @@ class SessionEngine(SessionRules, CellEngine):
         ends = np.append(starts[1:], len(order)).tolist() if accs is None else None
         starts_l = starts.tolist() if accs is None else None
         order_l = order.tolist() if accs is None else None
-        codes_, firsts, lasts = runs.codes, runs.firsts, runs.lasts
+        codes_, firsts, lasts = runs.codes.tolist(), runs.firsts.tolist(), runs.lasts.tolist()
         j, n = 0, len(codes_)
         while j < n:
             code = codes_[j]

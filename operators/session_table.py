@@ -24,11 +24,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
-                      SerializationError, StateError, ValueState, key_group_representatives, key_identity)
-from statekit.key_identity import PLAIN_KEY_TYPES
+                      SerializationError, StateError, ValueState, key_group_representatives)
 
-from .columns import by_code, present_codes, python_values, session_runs
-from .key_slots import KeySlots
+from .columns import arrow_codes, by_code, present_codes, python_values, session_runs
+from .key_slots import KeyBytes, KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
 from .session_rules import SessionRules
@@ -104,6 +103,7 @@ class SessionTable(SessionRules):
         self._owner = np.empty(0, np.int64)   # row -> slot
         self._rows = np.empty((0, self._width), np.int64)
         self._overflow: dict[int, list] = {}  # slot -> list-form sessions (accumulators that do not pack)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # (owner, rows) put, not yet in the table
         self._dirty = np.zeros(backend.max_parallelism, bool)
         groups = backend.key_groups
         reps = key_group_representatives(backend.max_parallelism)
@@ -134,8 +134,15 @@ class SessionTable(SessionRules):
         return owner, rows
 
     def _put(self, owner: np.ndarray, rows: np.ndarray) -> None:
-        self._owner = np.concatenate((self._owner, owner))
-        self._rows = np.concatenate((self._rows, rows))
+        """Rows to add to the table at the next ``_settle`` (the table is copied once, not once a put)."""
+        self._pending.append((owner, rows))
+
+    def _settle(self) -> None:
+        if self._pending:
+            owners, rows = zip(*self._pending)
+            self._owner = np.concatenate((self._owner, *owners))
+            self._rows = np.concatenate((self._rows, *rows))
+            self._pending = []
 
     def _list_form(self, rows: np.ndarray) -> list:
         """Sessions ``[[start, end, accumulator], ...]`` of packed rows."""
@@ -147,21 +154,26 @@ class SessionTable(SessionRules):
         ts, good, problems = timestamps_of(timestamps)
         if problems:
             keys = python_values(keys)
-        codes, distinct = key_codes(keys, good, problems)
-        ids = distinct if set(map(type, distinct)) <= PLAIN_KEY_TYPES else [key_identity(k) for k in distinct]
-        slots = self._slots.find(ids)
-        refused: dict[int, Any] = {}
-        new = np.flatnonzero(slots < 0).tolist()
-        if new:
-            new_keys = list(map(distinct.__getitem__, new))
-            groups, kbs, refused_new = self._backend.resolve_key_columns(new_keys)
-            if refused_new:
-                refused = {new[j]: e for j, e in refused_new.items()}
-                ok = [j for j in range(len(new)) if j not in refused_new]
-                new, new_keys, kbs, groups = [new[j] for j in ok], [new_keys[j] for j in ok], [kbs[j] for j in ok], groups[ok]
-            if new:
-                slots[new] = self._slots.add(new_keys, new_keys if ids is distinct else [ids[i] for i in new],
-                                             groups, kbs)
+        encoded = None if problems else arrow_codes(keys)
+        if encoded is not None:  # an Arrow column of plain keys: serialized and hashed as a column
+            codes, distinct = encoded[0], encoded[1].to_pylist()
+            resolved = self._backend.resolve_key_array(encoded[1])
+        else:
+            codes, distinct = key_codes(keys, good, problems)
+            resolved = None
+        if resolved is not None:
+            groups, kb, refused = resolved[0], KeyBytes(resolved[1], resolved[2]), {}
+            known = np.arange(len(distinct))
+        else:
+            groups, kbs, refused = self._backend.resolve_key_columns(distinct)
+            known = np.flatnonzero(groups >= 0) if refused else np.arange(len(distinct))
+            kb = KeyBytes.of(kbs).take(known) if refused else KeyBytes.of(kbs)
+        slots = np.full(len(distinct), -1, np.int64)
+        slots[known] = found = self._slots.find(kb)
+        new = np.flatnonzero(found < 0)
+        if len(new):
+            at = known[new]
+            slots[at] = self._slots.add(list(map(distinct.__getitem__, at.tolist())), groups[at], kb.take(new))
         if problems or refused:
             keys = python_values(keys)
         self._refuse_rows(keys, timestamps, value_of, problems)
@@ -185,6 +197,7 @@ class SessionTable(SessionRules):
         if len(fast) and not self._bulk(codes, ts, fast_rows, fast, slots, old_codes, old, fold_packed):
             slow[fast] = True  # values that do not pack: these keys go record by record too
         self._by_records(keys, codes, ts, rows, slow, slots, distinct, refused, old_codes, old, value_of, wm)
+        self._settle()
         self._dirty[self._slots.groups[held]] = True
         left = np.zeros(len(self._slots), bool)
         left[self._owner] = True
@@ -197,15 +210,16 @@ class SessionTable(SessionRules):
         sessions in bulk; False (nothing changed) when their values or accumulators do not pack."""
         if fold_packed is None:
             return False
-        mine = np.isin(old_codes, fast)
+        is_fast = np.zeros(len(slots), bool)
+        is_fast[fast] = True
+        mine = is_fast[old_codes]
         gap = self.gap
         table = WindowTable(np.zeros(len(fast), np.int64), np.searchsorted(fast, old_codes[mine]), old[mine])
         runs = session_runs(codes, ts, rows, gap, fast[table.owner], table.rows[:, 0] - gap, table.rows[:, 1])
         accs = fold_packed(runs.order, runs.starts)
         if accs is None:
             return False
-        result = merged(table, np.searchsorted(fast, np.asarray(runs.codes, np.int64)),
-                        np.asarray(runs.firsts, np.int64), np.asarray(runs.lasts, np.int64) + gap, accs, self._function)
+        result = merged(table, np.searchsorted(fast, runs.codes), runs.firsts, runs.lasts + gap, accs, self._function)
         if result is None:
             return False
         self._put(slots[fast][result.owner], result.rows)
@@ -278,7 +292,10 @@ class SessionTable(SessionRules):
         clean = (cleanup <= watermark) & (cleanup != MAX_TIMESTAMP)
         listed, emptied = self._listed_due(previous, watermark)
         cleared = np.flatnonzero(clean) if self._clears else np.zeros(0, np.int64)
-        done = np.unique(np.concatenate((owner[clean], emptied)))
+        done = np.zeros(len(self._slots), bool)
+        done[owner[clean]] = True
+        done[emptied] = True
+        done = np.flatnonzero(done)
         self._owner, self._rows = owner[~clean], rows[~clean]
         self._dirty[self._slots.groups[done]] = True
         left = np.zeros(len(self._slots), bool)
@@ -345,7 +362,7 @@ class SessionTable(SessionRules):
 
     def _pop_order(self, slots: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:
         """``timer_order`` of due actions of the keys at ``slots``."""
-        return timer_order(times, self._slots.groups[slots], self._slots.kbs[slots].tolist(), kinds)
+        return timer_order(times, self._slots.groups[slots], self._slots.key_bytes(slots), kinds)
 
     # -- pages ---------------------------------------------------------------------------------
     def write_pages(self) -> None:
@@ -369,7 +386,7 @@ class SessionTable(SessionRules):
         key_cut = np.searchsorted(group[first], groups).tolist() + [len(key_slots)]
         lengths = self._slots.kb_len[key_slots]
         byte_cut = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))[key_cut].tolist()
-        blob = b"".join(self._slots.kbs[key_slots].tolist())
+        blob = self._slots.key_blob(key_slots)
         rows = self._rows[sel]
         listed: dict[int, list[int]] = {}
         for slot in self._overflow:
@@ -381,11 +398,10 @@ class SessionTable(SessionRules):
             if ra == rb and not extra:
                 values.append(None)
                 continue
-            extra_kbs = self._slots.kbs[extra].tolist()  # list-form keys follow the packed ones
             try:
                     values.append(encode_page(self._width, key_at[ra:rb] - ka, rows[ra:rb],
                                           np.concatenate((lengths[ka:kb], self._slots.kb_len[extra])),
-                                          blob[byte_cut[j]:byte_cut[j + 1]] + b"".join(extra_kbs),
+                                          blob[byte_cut[j]:byte_cut[j + 1]] + self._slots.key_blob(np.array(extra, np.int64)),
                                           [[kb - ka + i, self._overflow[slot]] for i, slot in enumerate(extra)]))
             except Exception as e:  # a list-form accumulator msgpack cannot take
                 raise SerializationError(f"state '{self.STATE}', key group {g}: cannot serialize the sessions of "
@@ -411,10 +427,11 @@ class SessionTable(SessionRules):
             except (ValueError, SerializationError) as e:  # another format, or a damaged page
                 raise StateError(f"state '{self.STATE}', key group {g}: cannot read its page ({len(page)} bytes): "
                                  f"{e}") from None
-            slots = self._slots.add(keys, [key_identity(k) for k in keys], [g] * len(keys), kbs)
-            self._put(slots[row_key], rows.copy())
+            slots = self._slots.add(keys, np.full(len(keys), g), KeyBytes.of(kbs))
+            self._put(slots[row_key], rows)
             for index, sessions in listed:
                 self._overflow[int(slots[index])] = [list(s) for s in sessions]
+        self._settle()
 
     @classmethod
     def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:

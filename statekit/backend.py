@@ -13,11 +13,13 @@ from itertools import islice
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from .config import OptionSpec, StateConfig
 from .descriptors import StateDescriptor
 from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
 from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity
+from .key_columns import serialized_keys, stable_hashes_of
 from .keygroups import key_group_for_bytes, key_groups_and_bytes, key_groups_for_bytes
 from .migration import cell_migration
 from .registry import backend_class, wall_clock_ms
@@ -172,10 +174,16 @@ class KeyedStateBackend(ABC):
             kgs, kbs = key_groups_and_bytes(keys, self.max_parallelism)
         except SerializationError:
             return None
+        self._check_key_groups(kgs, keys.__getitem__)
+        return kgs, kbs
+
+    def _check_key_groups(self, kgs: np.ndarray, key_at: Callable[[int], Any]) -> None:
+        """KeyGroupError naming the first key (``key_at(i)``) outside this backend's key groups, as
+        ``set_current_key`` raises it."""
         outside = np.flatnonzero((kgs < self.key_groups.start) | (kgs >= self.key_groups.stop))
         if len(outside):
-            self._resolve_key(keys[outside[0]], keys[outside[0]])  # raises KeyGroupError naming it
-        return kgs, kbs
+            key = key_at(int(outside[0]))
+            self._resolve_key(key, key)
 
     def _resolve_plain(self, keys: list) -> list[tuple[int, bytes, tuple, type]]:
         """``_resolve_key`` of many new plain keys at once, remembered in the key cache (InvalidKeyError:
@@ -238,6 +246,19 @@ class KeyedStateBackend(ABC):
         resolved, refused = self.resolve_keys(keys)
         return (np.fromiter((-1 if r is None else r[1] for r in resolved), np.int64, len(resolved)),
                 [b"" if r is None else r[2] for r in resolved], refused)
+
+    def resolve_key_array(self, keys: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray] | None:
+        """``resolve_key_columns`` of an Arrow column of plain keys with no Python object per key: each
+        key's group, serialized bytes (a large_binary column) and ``stable_hash``; None for a column not
+        taken so (nulls, another type, a very long key): resolve those keys as Python values. A key outside
+        this backend's key groups raises KeyGroupError, as ``set_current_key`` does."""
+        kbs = serialized_keys(keys)
+        hashes = stable_hashes_of(kbs) if kbs is not None else None
+        if hashes is None:
+            return None
+        kgs = hashes % self.max_parallelism
+        self._check_key_groups(kgs, lambda i: keys[i].as_py())
+        return kgs, kbs, hashes
 
     def get_current_key(self) -> Any:
         key = self._key

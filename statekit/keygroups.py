@@ -37,16 +37,25 @@ def key_group_for_bytes(key_bytes: bytes, max_parallelism: int) -> int:
     return stable_hash(key_bytes) % max_parallelism
 
 
-def key_groups_for_bytes(keys_bytes: Sequence[bytes], max_parallelism: int) -> np.ndarray:
-    """``key_group_for_bytes`` of many serialized keys at once (CRC32 per key in C, the finalizer in numpy)."""
-    h = np.fromiter(map(crc32, keys_bytes), np.uint64, len(keys_bytes))
+def fmix32_many(h: np.ndarray) -> np.ndarray:
+    """``fmix32`` of many 32-bit values (uint64), as int64."""
     mask = np.uint64(0xFFFFFFFF)
-    h ^= h >> np.uint64(16)
+    h = h ^ (h >> np.uint64(16))
     h = (h * np.uint64(0x85EBCA6B)) & mask
     h ^= h >> np.uint64(13)
     h = (h * np.uint64(0xC2B2AE35)) & mask
     h ^= h >> np.uint64(16)
-    return (h % np.uint64(max_parallelism)).astype(np.int64)
+    return h.astype(np.int64)
+
+
+def stable_hashes(keys_bytes: Sequence[bytes]) -> np.ndarray:
+    """``stable_hash`` of many serialized keys at once (CRC32 per key in C, the finalizer in numpy), as int64."""
+    return fmix32_many(np.fromiter(map(crc32, keys_bytes), np.uint64, len(keys_bytes)))
+
+
+def key_groups_for_bytes(keys_bytes: Sequence[bytes], max_parallelism: int) -> np.ndarray:
+    """``key_group_for_bytes`` of many serialized keys at once."""
+    return stable_hashes(keys_bytes) % max_parallelism
 
 
 def key_groups_and_bytes(keys: Sequence[object], max_parallelism: int) -> tuple[np.ndarray, list[bytes]]:

@@ -21,7 +21,7 @@ import sys
 import msgpack
 import pytest
 
-from statekit import (MAX_TIMESTAMP, MIN_TIMESTAMP, AggregateFunction, AggregatingStateDescriptor, InvalidKeyError, KeyGroupError,
+from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, MIN_TIMESTAMP, AggregateFunction, AggregatingStateDescriptor, InvalidKeyError, KeyGroupError,
                       ListStateDescriptor, MapStateDescriptor, NoCurrentKeyError, ReducingStateDescriptor,
                       SerializationError, StateConfig, StateDescriptorError, StateError, StateMigrationError,
                       StateTtlConfig,
@@ -1847,6 +1847,60 @@ def test_bulk_key_resolution_equals_one_key_at_a_time(make_backend):
             b.close()
 
     check()
+
+
+def test_key_array_resolution_equals_resolve_key_columns(make_backend):
+    """``resolve_key_array`` of an Arrow column of plain keys (strings of every header size, binaries,
+    ints of every width) equals ``resolve_key_columns`` of its values, with each key's ``stable_hash``;
+    columns it does not take (nulls, uint64, keys too long to hash column-wise) give None, and a key
+    outside the backend's key groups raises the KeyGroupError ``set_current_key`` raises."""
+    import pyarrow as pa
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    long_text = st.text(max_size=3).map(lambda t: t * 40)  # empty, or past fixstr / the hashed length
+    columns = st.one_of(
+        st.lists(st.text(max_size=40) | long_text, max_size=30).map(lambda v: pa.array(v, pa.string())),
+        st.lists(st.text(max_size=5), max_size=30).map(lambda v: pa.array(v, pa.large_string())),
+        st.lists(st.binary(max_size=40), max_size=30).map(lambda v: pa.array(v, pa.binary())),
+        st.lists(st.integers(-(1 << 63), (1 << 63) - 1) | st.integers(-300, 300) | st.sampled_from(
+            [127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32, -32, -33, -128, -129, -32768, -32769,
+             -(1 << 31), -(1 << 31) - 1]), max_size=30).map(lambda v: pa.array(v, pa.int64())),
+        st.lists(st.integers(-128, 127), max_size=30).map(lambda v: pa.array(v, pa.int8())),
+        st.lists(st.integers(0, (1 << 32) - 1), max_size=30).map(lambda v: pa.array(v, pa.uint32())),
+        st.lists(st.integers(0, 5), min_size=1, max_size=5).map(lambda v: pa.array(v, pa.uint64())),
+        st.lists(st.text(max_size=3) | st.none(), min_size=1, max_size=5).map(lambda v: pa.array(v, pa.string())),
+    )
+    backend = make_backend()
+
+    def same(column):
+        values = column.to_pylist()
+        got = backend.resolve_key_array(column)
+        long = any(len(KEY_SERIALIZER.dumps(v)) > 64 for v in values if v is not None)
+        if column.null_count or pa.types.is_uint64(column.type) or long:
+            assert got is None
+            return
+        groups, kbs, hashes = got
+        want_groups, want_kbs, refused = backend.resolve_key_columns(values)
+        assert not refused and groups.tolist() == want_groups.tolist() and kbs.to_pylist() == want_kbs
+        assert hashes.tolist() == [stable_hash(b) for b in want_kbs]
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(column=columns, offset=st.integers(0, 3))
+    def check(column, offset):
+        same(column.slice(min(offset, len(column))))
+
+    check()
+    edges = [0, 1, 127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32, (1 << 63) - 1]
+    same(pa.array(edges + [-1, -32, -33, -128, -129, -32768, -32769, -(1 << 31), -(1 << 31) - 1, -(1 << 63)]))
+    same(pa.array(["x" * n for n in (0, 1, 30, 31, 32, 33, 62)]))
+    same(pa.array([b"y" * n for n in (0, 1, 31, 32, 61)]))
+    backend.close()
+    outside = make_backend(key_groups=[key_group_for("a")])
+    other = next(k for k in ["b", "c", "d", "e"] if key_group_for(k) != key_group_for("a"))
+    with pytest.raises(KeyGroupError, match=repr(other)):
+        outside.resolve_key_array(pa.array(["a", other]))
+    outside.close()
 
 
 def test_bulk_timers_with_any_timestamps_equal_one_call_per_key(make_backend):

@@ -328,10 +328,10 @@ def test_runs_cut_on_key_gap_and_stored_sessions():
     runs = session_runs(codes, ts, np.arange(6), 10, np.array([], np.int64), np.array([], np.int64), np.array([], np.int64))
     # a: 0, 10, 10 (ties keep row order: row 2 before row 5), then 21 (> gap after 10); b: 5, then 30
     assert runs.order.tolist() == [0, 2, 5, 3, 1, 4]
-    assert (runs.codes, runs.firsts, runs.lasts, runs.counts) == ([0, 0, 1, 1], [0, 21, 5, 30], [10, 21, 5, 30], [3, 1, 1, 1])
+    assert tuple(x.tolist() for x in (runs.codes, runs.firsts, runs.lasts, runs.counts)) == ([0, 0, 1, 1], [0, 21, 5, 30], [10, 21, 5, 30], [3, 1, 1, 1])
     # a stored session of "a" reachable from 8 to 12 starts a run at a's first record in [8, 12] (row 2)
     runs = session_runs(codes, ts, np.arange(6), 10, np.array([0]), np.array([8]), np.array([12]))
-    assert (runs.codes, runs.firsts, runs.counts) == ([0, 0, 0, 1, 1], [0, 10, 21, 5, 30], [1, 2, 1, 1, 1])
+    assert tuple(x.tolist() for x in (runs.codes, runs.firsts, runs.counts)) == ([0, 0, 0, 1, 1], [0, 10, 21, 5, 30], [1, 2, 1, 1, 1])
 
 
 def test_a_checkpoint_of_one_layout_is_refused_by_the_other():

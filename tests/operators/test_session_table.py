@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
@@ -37,6 +38,13 @@ BRIDGING = [([("a", 0, 1, 1, 0.5), ("a", 25, 2, 2, 1.5)], True, True, 0, True),
 # a session whose sum leaves int64 (a uint64: the list form), restored, then merged and fired
 UNPACKED = [([("a", 0, 1, 1 << 63, 0.5), ("b", 3, 1, 1, 0.5)], True, True, 0, True),
             ([("a", 5, 2, 1, -0.0), ("b", 8, 1, 1, -0.0)], False, True, 20, True)]
+
+KEY_FORMS = {  # keys of example n: tuples (Python values), or str / int keys given as an Arrow column
+    "tuple": ((lambda n, k: (n, k)), None),
+    "str": ((lambda n, k: f"{n}/{k!r}"), pa.string()),
+    "int": ((lambda n, k: n * 8 + [repr(v) for v in KEY_VALUES].index(repr(k)) - 200), pa.int64()),
+}
+
 
 class Clearing(KeyedWindowResult):
     """Emits each window's result, and logs its fires and cleanups (``clear``) in the order they come."""
@@ -101,20 +109,23 @@ def test_table_equals_record_path(backend_name, tmp_path, function, lateness):
 
     @settings(max_examples=40 if backend_name == "heap" else 20, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
-    @given(epochs=EPOCHS)
-    @example(epochs=BRIDGING)
-    @example(epochs=UNPACKED)
-    def check(epochs):
+    @given(epochs=EPOCHS, key_form=st.sampled_from(list(KEY_FORMS)))
+    @example(epochs=BRIDGING, key_form="tuple")
+    @example(epochs=BRIDGING, key_form="str")
+    @example(epochs=UNPACKED, key_form="int")
+    def check(epochs, key_form):
         nonlocal table
         n = next(examples)
         wm = fresh_stretch(table, reference)
+        key_of, arrow_type = KEY_FORMS[key_form]
         for records, in_time_order, as_columns, advance, restore in epochs:
-            recs = [((n, k), ((n, k), *values), wm + dt) for k, dt, *values in records]
+            recs = [(key_of(n, k), (key_of(n, k), *values), wm + dt) for k, dt, *values in records]
             if in_time_order:
                 recs.sort(key=lambda r: r[2])
             reference.process_batch(recs)
             if as_columns:
-                table.process_columns(*columns_of(recs))
+                keys, times, cols = columns_of(recs)
+                table.process_columns(keys if arrow_type is None else pa.array(keys, arrow_type), times, cols)
             else:
                 table.process_batch(recs)
             for tag in ("late", "invalid"):
@@ -262,21 +273,42 @@ def test_pages_of_an_older_accumulator_version_migrate(backend_name, target, tmp
 
 
 def test_key_slots_find_add_release_and_compact():
-    from statekit.operators.key_slots import KeySlots
+    from statekit import KEY_SERIALIZER
+    from statekit.operators.key_slots import KeyBytes, KeySlots
+
+    def kb(keys):
+        return KeyBytes.of(KEY_SERIALIZER.dumps_many(keys))
 
     slots = KeySlots()
-    keys = [f"k{i}" for i in range(10_000)] + [("t", 1), 1, True]
-    got = slots.add(keys, keys[:-3] + [("tag", "t"), 1, ("bool", True)], list(range(len(keys))),
-                    [k.encode() if isinstance(k, str) else b"x" for k in keys])
+    keys = [f"k{i}" for i in range(10_000)] + [("t", 1), 1, True, 1.0]
+    got = slots.add(keys, list(range(len(keys))), kb(keys))
     assert got.tolist() == list(range(len(keys))) and slots.keys_at(np.array([10_000, 2])) == [("t", 1), "k2"]
+    assert slots.find(kb([True, 1, 1.0, "1", ("t", 1), b"k1"])).tolist() == [10_002, 10_001, 10_003, -1, 10_000, -1]
     slots.release(np.arange(0, 9_000))
-    assert slots.find(["k1", "k9001", 1]).tolist() == [-1, 9001, 10_001]
-    moved = slots.compact()  # 9,000 of 10,003 dead: renumbered
+    assert slots.find(kb(["k1", "k9001", 1])).tolist() == [-1, 9001, 10_001]
+    moved = slots.compact()  # 9,000 of 10,004 dead: renumbered
     assert moved is not None and moved[9001] == 1 and (moved[:9000] == -1).all()
-    assert len(slots) == slots.live() == 1003 and slots.find(["k9001", "k1", ("bool", True)]).tolist() == [1, -1, 1002]
+    assert len(slots) == slots.live() == 1004 and slots.find(kb(["k9001", "k1", True])).tolist() == [1, -1, 1002]
     assert slots.keys_at(np.array([1002, 1000])) == [True, ("t", 1)] and slots.groups[1].item() == 9001
-    assert slots.kbs[1] == b"k9001" and slots.kb_len[1] == 5
+    assert slots.key_blob(np.array([1, 1002])) == KEY_SERIALIZER.dumps("k9001") + KEY_SERIALIZER.dumps(True)
+    assert slots.kb_len[1] == 6
     assert slots.compact() is None  # nothing dead
+    again = slots.add(["k1"], [5], kb(["k1"]))  # a key that left comes back at a new slot
+    assert again.tolist() == [1004] and slots.find(kb(["k1"])).tolist() == [1004]
+
+
+def test_key_slots_tell_apart_keys_whose_hashes_collide():
+    """Keys are verified against their stored bytes: keys with one hash (forced here) are still told
+    apart, each found at its own slot, through probes over many entries."""
+    from statekit import KEY_SERIALIZER
+    from statekit.operators.key_slots import KeyBytes, KeySlots
+
+    keys = [f"c{i}" for i in range(3000)]
+    same = KeyBytes(KeyBytes.of(KEY_SERIALIZER.dumps_many(keys)).array, np.full(len(keys), 12345, np.int64))
+    slots = KeySlots()
+    slots.add(keys[:2000], [0] * 2000, same.take(np.arange(2000)))
+    slots.release(np.arange(0, 2000, 2))
+    assert slots.find(same).tolist() == [-1 if i % 2 == 0 or i >= 2000 else i for i in range(3000)]
 
 
 def test_many_keys_leaving_renumber_slots_and_results_stay_equal(backend_name, tmp_path, monkeypatch):
