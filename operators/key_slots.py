@@ -61,7 +61,7 @@ class KeySlots:
         self._len = np.empty(0, np.int64)
         self._offsets = np.zeros(1, np.int64)  # slot s's bytes: arena[offsets[s]:offsets[s + 1]]
         self._arena = np.empty(0, np.uint8)
-        self._table = np.full(1024, _EMPTY, np.int64)  # hash directory: a slot, or _EMPTY
+        self._table = np.full(1024, _EMPTY, np.int32)  # hash directory: a slot, or _EMPTY
         self._entries = 0
 
     # -- columns by slot -------------------------------------------------------------------------
@@ -148,8 +148,9 @@ class KeySlots:
         self._n = end
         slots = np.arange(start, end)
         if 2 * (self._entries + m) > len(self._table):
-            self._rebuild(self._entries + m)
-        self._insert(slots)
+            self._rebuild()  # enters every live slot, these included
+        else:
+            self._insert(slots)
         return slots
 
     def _insert(self, slots: np.ndarray) -> None:
@@ -166,14 +167,15 @@ class KeySlots:
             pos[todo] = (pos[todo] + 1) & mask
         self._entries += len(slots)
 
-    def _rebuild(self, entries: int) -> None:
-        """A directory of the live slots with room for ``entries`` at most a quarter full."""
+    def _rebuild(self) -> None:
+        """A directory of the live slots, a quarter full (dead slots' entries dropped)."""
+        live = np.flatnonzero(self.alive)
         size = 1024
-        while size < 4 * entries:
+        while size < 4 * len(live):
             size *= 2
-        self._table = np.full(size, _EMPTY, np.int64)
+        self._table = np.full(size, _EMPTY, np.int32)
         self._entries = 0
-        self._insert(np.flatnonzero(self.alive))
+        self._insert(live)
 
     # -- leaving ---------------------------------------------------------------------------------
     def release(self, slots: np.ndarray) -> None:
@@ -195,5 +197,5 @@ class KeySlots:
         self._offsets, self._arena = offsets - offsets[0], data[offsets[0]:offsets[-1]].copy()
         self._n, self._dead = int(live.sum()), 0
         self._alive = np.ones(self._n, bool)
-        self._rebuild(self._n)
+        self._rebuild()
         return moved

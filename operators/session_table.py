@@ -129,8 +129,8 @@ class SessionTable(SessionRules):
     def _take(self, hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Remove and return (owner, rows) of the rows whose slot ``hit`` marks."""
         taken = hit[self._owner]
-        owner, rows = self._owner[taken], self._rows[taken]
-        self._owner, self._rows = self._owner[~taken], self._rows[~taken]
+        owner, rows = self._owner[taken], np.compress(taken, self._rows, axis=0)  # (2-d fancy indexing is slow)
+        self._owner, self._rows = self._owner[~taken], np.compress(~taken, self._rows, axis=0)
         return owner, rows
 
     def _put(self, owner: np.ndarray, rows: np.ndarray) -> None:
@@ -191,7 +191,7 @@ class SessionTable(SessionRules):
         owner, old = self._take(hit)
         old_codes = code_of[owner]
         by = np.lexsort((old[:, 0], old_codes))
-        old_codes, old = old_codes[by], old[by]
+        old_codes, old = old_codes[by], np.take(old, by, axis=0)
         fast_rows = rows[~slow[c]]
         fast = present_codes(codes[fast_rows]) if len(fast_rows) else np.zeros(0, np.int64)
         if len(fast) and not self._bulk(codes, ts, fast_rows, fast, slots, old_codes, old, fold_packed):
@@ -214,7 +214,7 @@ class SessionTable(SessionRules):
         is_fast[fast] = True
         mine = is_fast[old_codes]
         gap = self.gap
-        table = WindowTable(np.zeros(len(fast), np.int64), np.searchsorted(fast, old_codes[mine]), old[mine])
+        table = WindowTable(np.zeros(len(fast), np.int64), np.searchsorted(fast, old_codes[mine]), np.compress(mine, old, axis=0))
         runs = session_runs(codes, ts, rows, gap, fast[table.owner], table.rows[:, 0] - gap, table.rows[:, 1])
         accs = fold_packed(runs.order, runs.starts)
         if accs is None:
@@ -296,14 +296,15 @@ class SessionTable(SessionRules):
         done[owner[clean]] = True
         done[emptied] = True
         done = np.flatnonzero(done)
-        self._owner, self._rows = owner[~clean], rows[~clean]
+        self._owner, self._rows = owner[~clean], np.compress(~clean, rows, axis=0)
         self._dirty[self._slots.groups[done]] = True
         left = np.zeros(len(self._slots), bool)
         left[self._owner] = True
         left[list(self._overflow)] = True
         if not len(cleared) and listed is None:  # fires only: handed over in one call
             r = fired[self._pop_order(owner[fired], fire_at[fired], np.zeros(len(fired), np.int8))]
-            self._sink.fire_windows_packed(self._slots.keys_at(owner[r]), rows[r, 0], ends[r], rows[r, 2:])
+            due = np.take(rows, r, axis=0)
+            self._sink.fire_windows_packed(self._slots.keys_at(owner[r]), due[:, 0], due[:, 1], due[:, 2:])
         else:
             self._emit(rows, owner, fired, cleared, fire_at, cleanup, listed)
         self._release(done[~left[done]])
@@ -387,7 +388,7 @@ class SessionTable(SessionRules):
         lengths = self._slots.kb_len[key_slots]
         byte_cut = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))[key_cut].tolist()
         blob = self._slots.key_blob(key_slots)
-        rows = self._rows[sel]
+        rows = np.take(self._rows, sel, axis=0)
         listed: dict[int, list[int]] = {}
         for slot in self._overflow:
             listed.setdefault(int(self._slots.groups[slot]), []).append(slot)
