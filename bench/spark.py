@@ -7,9 +7,10 @@ One generated clickstream per user count, written as 10 parquet files (quick: 3;
 10 s watermark delay, 30 s gap, sum+count per session). Each run is a fresh process with its own
 JVM; events/s is the input size over the query's wall time (from start to the last session
 written, Spark's startup excluded); peak RSS is sampled per role: driver Python, driver JVM, Python
-workers. Every run's sessions are checked against the sort-and-scan reference. A Spark baseline
-still running after ``BUDGET_S`` is stopped and rated on the micro-batches it finished (so the full
-run stays well under an hour); its sessions are then not compared.
+workers. Every run's sessions are checked against the sort-and-scan reference, read once its process
+ended (so the check is not in the run's peak RSS). A Spark baseline still running after ``BUDGET_S``
+is stopped and rated on the micro-batches it finished (so the full run stays well under an hour); its
+sessions are then not compared.
 
 Closing the last sessions: statekit runs ``--final`` (a last epoch with the maximum watermark).
 Spark's streaming operators have no such end-of-input flush, so their input gets one extra file
@@ -26,6 +27,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+import pyarrow.dataset as pads
 
 from statekit.clickstream import sessionize_reference
 
@@ -58,9 +61,11 @@ def _spark() -> Any:
     }, app_name="statekit bench")
 
 
-def _sessions(spark: Any, path: str) -> list[tuple]:
-    rows = spark.read.parquet(path).select(*COLUMNS).collect()
-    return sorted(tuple(r) for r in rows if r[0] != SENTINEL)
+def _sessions(path: str) -> list[tuple]:
+    """The sessions a run wrote, read with pyarrow after its process ended (so the check's memory is not
+    counted in the run's peak RSS; files named ``_*`` or ``.*``, such as Spark's metadata, are skipped)."""
+    table = pads.dataset(path, format="parquet").to_table(columns=list(COLUMNS))
+    return sorted(row for row in zip(*(table.column(c).to_pylist() for c in COLUMNS)) if row[0] != SENTINEL)
 
 
 def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = "cells") -> dict:
@@ -73,9 +78,10 @@ def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = "c
         watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=backend, partitions=PARTITIONS,
         fmt="parquet", mode="stream", trigger="available-now", final=True, state_layout=state_layout))
     epochs = summary.epochs
-    out = {"seconds": seconds, "sessions": _sessions(spark, summary.output), "late": summary.total("late"),
+    out = {"seconds": seconds, "output": summary.output, "late": summary.total("late"),
            "batches": len(epochs), "snapshot_seconds": sum(m["snapshot_seconds"] for m in epochs),
            "epoch_seconds": sum(m["seconds"] for m in epochs), "process_seconds": sum(m["process_seconds"] for m in epochs),
+           "setup_seconds": sum(m["setup_seconds"] for m in epochs),
            "restore_seconds": sum(m["restore_seconds"] for m in epochs),
            "fast_path": f"{sum(m['fast_path_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}",
            "caught_up": f"{sum(m['caught_up_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}"}
@@ -110,7 +116,7 @@ def _run_query(spark: Any, df: Any, work: str, budget_s: float) -> dict:
     out = {"seconds": seconds, "late": sum(op.numRowsDroppedByWatermark for p in batches for op in p.stateOperators),
            "batches": len(batches), "complete": done}
     if done:
-        out["sessions"] = _sessions(spark, f"{work}/out")
+        out["output"] = f"{work}/out"
     else:
         out["events"] = sum(p.numInputRows for p in batches)
         out["seconds"] = sum(p.durationMs.get("triggerExecution", 0) for p in batches) / 1000
@@ -285,6 +291,9 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = "cells"
             else:
                 backend = next(b for b, name in STATEKIT.items() if name == variant)
                 results[(users, variant)] = run_isolated(run_statekit, backend, plain_dir, str(work), state_layout)
+            res = results[(users, variant)][0]
+            if "output" in res:
+                res["sessions"] = _sessions(res.pop("output"))
             shutil.rmtree(work, ignore_errors=True)
         references = {u: inputs[u][2] for u in user_counts}
     _report(rep, n_events, user_counts, variants, results, references, scale)
@@ -338,14 +347,17 @@ def _report(rep: BenchReport, n_events: int, user_counts: list[int], variants: l
 
 def _timing(variant: str, res: dict) -> str:
     """Seconds and batches of one run; for statekit also where its epochs' time went (the slowest task's
-    set-up (Arrow input, sort, restore), operator and snapshot time per epoch, summed; the rest is Spark's)
-    and its local fast-path and caught-up shares."""
+    set-up (Arrow input, sort, reaching its state host), restore, operator and snapshot time per epoch,
+    summed; the rest is Spark's) and its local fast-path and caught-up shares."""
     text = f"{variant} {res['seconds']:.1f} s, {res['batches']} batches"
     if "fast_path" in res:
-        spark = res["epoch_seconds"] - res["restore_seconds"] - res["process_seconds"] - res["snapshot_seconds"]
-        text += (f" (epochs {res['epoch_seconds']:.1f} s: task set-up and restore {res['restore_seconds']:.1f} s, operator "
-                 f"{res['process_seconds']:.1f} s, snapshots {res['snapshot_seconds']:.1f} s, Spark and the rest "
-                 f"{spark:.1f} s; fast path {res['fast_path']}, caught up {res['caught_up']} partition-epochs)")
+        parts = ("setup_seconds", "restore_seconds", "process_seconds", "snapshot_seconds")
+        spark = res["epoch_seconds"] - sum(res[p] for p in parts)
+        share = (res["restore_seconds"] + res["snapshot_seconds"]) / res["epoch_seconds"] if res["epoch_seconds"] else 0
+        text += (f" (epochs {res['epoch_seconds']:.1f} s: task set-up {res['setup_seconds']:.1f} s, restores "
+                 f"{res['restore_seconds']:.1f} s, operator {res['process_seconds']:.1f} s, snapshots "
+                 f"{res['snapshot_seconds']:.1f} s (restores and snapshots {share:.1%}), Spark and the rest {spark:.1f} s; "
+                 f"fast path {res['fast_path']}, caught up {res['caught_up']} partition-epochs)")
     return text
 
 

@@ -74,10 +74,6 @@ class KeySlots:
         return self._n - self._dead
 
     @property
-    def keys(self) -> np.ndarray:
-        return self._keys[:self._n]
-
-    @property
     def groups(self) -> np.ndarray:
         return self._groups[:self._n]
 
@@ -179,7 +175,7 @@ class KeySlots:
 
     # -- leaving ---------------------------------------------------------------------------------
     def release(self, slots: np.ndarray) -> None:
-        """The keys at ``slots`` left (their directory entries stay until ``compact``; ``find`` skips them)."""
+        """The keys at ``slots`` left (their directory entries stay until the next rebuild; ``find`` skips them)."""
         self._alive[slots] = False
         self._dead += len(slots)
 

@@ -174,7 +174,7 @@ class EpochRunner:
             "records": total("records"), "results": total("results"), "late": total("late"),
             "invalid": total("invalid"), "future": total("future"), "state_entries": total("state_entries"),
             "snapshot_bytes": total("snapshot_bytes"), "state_migrated": total("migrated"),
-            **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "restore_seconds", "process_seconds")},
+            **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "setup_seconds", "restore_seconds", "process_seconds")},
             "fast_path_partitions": sum(1 for s in stats if s["fast_path"]),
             "caught_up_partitions": sum(1 for s in stats if s["caught_up"]),
             "workers": sorted({s["worker"] for s in stats}),

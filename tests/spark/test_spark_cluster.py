@@ -41,6 +41,8 @@ def test_local_cluster_matches_spark(spark, sample, tmp_path, fault):
     metrics = cli(sample, tmp_path / "out", fault, partitions=4)
     assert output_rows(spark, tmp_path / "out") == spark_sessions(spark, sample)
     assert [m["epoch"] for m in metrics] == [0, 1, 2, 3, 4]
+    parts = ("setup_seconds", "restore_seconds", "process_seconds", "snapshot_seconds")  # the slowest task's
+    assert all(m[p] >= 0 for m in metrics for p in parts)
     workers = {w for m in metrics for w in m["workers"]}
     assert len(workers) >= 2, workers  # partitions ran on both executors (several when one was killed)
     if fault:
