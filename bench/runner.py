@@ -7,14 +7,16 @@ import importlib
 import time
 from pathlib import Path
 
+from statekit.jobs import DEFAULT_STATE_LAYOUT
+
 from . import PARTS
 
 
 def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default",
-              state_layout: str = "cells") -> dict[str, dict]:
+              state_layout: str = DEFAULT_STATE_LAYOUT) -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
     spark_only = {**({"scale": scale} if scale != "default" else {}),
-                  **({"state_layout": state_layout} if state_layout != "cells" else {})}
+                  **({"state_layout": state_layout} if state_layout != DEFAULT_STATE_LAYOUT else {})}
     if spark_only and parts != ["spark"]:
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in spark_only.items())
         raise SystemExit(f"{flags} applies to the spark part only: statekit bench spark {flags}")
@@ -40,8 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
                     help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; heap, "
                          "rocksdb and Spark native (spark-medium.*, spark-large.*)")
-    ap.add_argument("--state-layout", choices=["cells", "table"], default="cells",
-                    help="spark only: statekit's state layout (sessionize --state-layout; table: spark-*-table.*)")
+    ap.add_argument("--state-layout", choices=["table", "cells"], default=DEFAULT_STATE_LAYOUT,
+                    help=f"spark only: statekit's state layout (sessionize --state-layout; default "
+                         f"{DEFAULT_STATE_LAYOUT}; another writes spark-*-<layout>.*)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout)

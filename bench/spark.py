@@ -31,6 +31,7 @@ from typing import Any, Iterator
 import pyarrow.dataset as pads
 
 from statekit.clickstream import sessionize_reference
+from statekit.jobs import DEFAULT_STATE_LAYOUT
 
 from .common import DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, clicks, progress, rate, run_isolated, timed
 from .report import BenchReport
@@ -68,7 +69,7 @@ def _sessions(path: str) -> list[tuple]:
     return sorted(row for row in zip(*(table.column(c).to_pylist() for c in COLUMNS)) if row[0] != SENTINEL)
 
 
-def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = "cells") -> dict:
+def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = DEFAULT_STATE_LAYOUT) -> dict:
     """``statekit sessionize`` through its Python API, stream mode, ``--final``."""
     from statekit.jobs import sessionize
 
@@ -258,11 +259,11 @@ SCALES = {
 without the much slower transformWithStateInPandas); ``--quick`` shrinks any to a smoke run."""
 
 
-def run(quick: bool = False, scale: str = "default", state_layout: str = "cells") -> BenchReport:
+def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT_STATE_LAYOUT) -> BenchReport:
     size = SCALES[scale]
     n_events, files = (20_000, 3) if quick else (size["events"], size["files"])
     user_counts = [2_000] if quick else size["users"]
-    name = "-".join(["spark"] + ([scale] if scale != "default" else []) + ([state_layout] if state_layout != "cells" else []))
+    name = "-".join(["spark"] + ([scale] if scale != "default" else []) + ([state_layout] if state_layout != DEFAULT_STATE_LAYOUT else []))
     rep = BenchReport(name, params={"state_layout": state_layout,
         "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": MASTER, "partitions": PARTITIONS,
         "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": "parquet",

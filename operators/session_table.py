@@ -154,26 +154,7 @@ class SessionTable(SessionRules):
         ts, good, problems = timestamps_of(timestamps)
         if problems:
             keys = python_values(keys)
-        encoded = None if problems else arrow_codes(keys)
-        if encoded is not None:  # an Arrow column of plain keys: serialized and hashed as a column
-            codes, distinct = encoded[0], encoded[1].to_pylist()
-            resolved = self._backend.resolve_key_array(encoded[1])
-        else:
-            codes, distinct = key_codes(keys, good, problems)
-            resolved = None
-        if resolved is not None:
-            groups, kb, refused = resolved[0], KeyBytes(resolved[1], resolved[2]), {}
-            known = np.arange(len(distinct))
-        else:
-            groups, kbs, refused = self._backend.resolve_key_columns(distinct)
-            known = np.flatnonzero(groups >= 0) if refused else np.arange(len(distinct))
-            kb = KeyBytes.of(kbs).take(known) if refused else KeyBytes.of(kbs)
-        slots = np.full(len(distinct), -1, np.int64)
-        slots[known] = found = self._slots.find(kb)
-        new = np.flatnonzero(found < 0)
-        if len(new):
-            at = known[new]
-            slots[at] = self._slots.add(list(map(distinct.__getitem__, at.tolist())), groups[at], kb.take(new))
+        codes, distinct, slots, refused = self._locate(keys, good, problems)
         if problems or refused:
             keys = python_values(keys)
         self._refuse_rows(keys, timestamps, value_of, problems)
@@ -204,6 +185,31 @@ class SessionTable(SessionRules):
         left[list(self._overflow)] = True
         self._release(held[~left[held]])
 
+    def _locate(self, keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, list, np.ndarray, dict]:
+        """Each row's key code, the distinct keys, each one's slot (keys not held are added; -1: a refused
+        key) and the refused keys' errors by code. An Arrow column of plain keys is serialized, hashed and
+        looked up as columns, with no Python work per key."""
+        encoded = None if problems else arrow_codes(keys)
+        resolved = None if encoded is None else self._backend.resolve_key_array(encoded[1])
+        if encoded is not None:
+            codes, distinct = encoded[0], encoded[1].to_pylist()
+        else:
+            codes, distinct = key_codes(keys, good, problems)
+        if resolved is not None:
+            groups, kb, refused = resolved[0], KeyBytes(resolved[1], resolved[2]), {}
+            known = np.arange(len(distinct))
+        else:
+            groups, kbs, refused = self._backend.resolve_key_columns(distinct)
+            known = np.flatnonzero(groups >= 0) if refused else np.arange(len(distinct))
+            kb = KeyBytes.of(kbs).take(known) if refused else KeyBytes.of(kbs)
+        slots = np.full(len(distinct), -1, np.int64)
+        slots[known] = found = self._slots.find(kb)
+        new = np.flatnonzero(found < 0)
+        if len(new):
+            at = known[new]
+            slots[at] = self._slots.add(list(map(distinct.__getitem__, at.tolist())), groups[at], kb.take(new))
+        return codes, distinct, slots, refused
+
     def _bulk(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, fast: np.ndarray, slots: np.ndarray,
               old_codes: np.ndarray, old: np.ndarray, fold_packed: PackedFold | None) -> bool:
         """The records ``rows`` of keys ``fast`` (in time order, all after the watermark) merged into their
@@ -214,7 +220,8 @@ class SessionTable(SessionRules):
         is_fast[fast] = True
         mine = is_fast[old_codes]
         gap = self.gap
-        table = WindowTable(np.zeros(len(fast), np.int64), np.searchsorted(fast, old_codes[mine]), np.compress(mine, old, axis=0))
+        table = WindowTable(np.zeros(len(fast), np.int64), np.searchsorted(fast, old_codes[mine]),
+                            np.compress(mine, old, axis=0))
         runs = session_runs(codes, ts, rows, gap, fast[table.owner], table.rows[:, 0] - gap, table.rows[:, 1])
         accs = fold_packed(runs.order, runs.starts)
         if accs is None:

@@ -58,6 +58,14 @@ STATE_LAYOUTS = ("cells", "table")
 PackedAggregate, every key's sessions as one columnar table stored in pages per key group (``table``)."""
 
 
+def state_layout_of(description: dict[str, Any] | None) -> str | None:
+    """The one of STATE_LAYOUTS a WindowOperator described by ``description`` (its ``describe()``, as a
+    checkpoint records it) stores its windows in; None without a description."""
+    if not isinstance(description, dict):
+        return None
+    return "table" if description.get("state", {}).get("layout") == SessionTable.LAYOUT else "cells"
+
+
 def readable_state(description: dict[str, Any] | None, state: str, value: Any) -> Any:
     """A value a WindowOperator described by ``description`` (its ``describe()``) stored in ``state``, as
     people read it: a packed cell of a RowAggregate in the list form ``[timer, *bounds, accumulator, ...]``

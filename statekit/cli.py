@@ -23,9 +23,9 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--watermark-delay", default="0", help="how far behind the max event time the watermark trails")
     p.add_argument("--agg", action="append", default=None, help="sum:COL, count, min:COL, max:COL, avg:COL (repeatable)")
     p.add_argument("--backend", choices=["heap", "rocksdb"], default=None, help="state backend (default rocksdb)")
-    p.add_argument("--state-layout", choices=["cells", "table"], default="cells",
-                   help="cells: a stored value per key (default); table: every key's sessions as columns, stored "
-                        "per key group (faster at millions of keys); a checkpoint keeps its layout")
+    p.add_argument("--state-layout", choices=["table", "cells"], default=None,
+                   help="table: every key's sessions as columns, stored per key group (for millions of keys); "
+                        "cells: a stored value per key. Default: the checkpoint's layout, table for a new one")
     p.add_argument("--checkpoint", default=None, help="checkpoint path or URI (default <output>/_checkpoint)")
     p.add_argument("--partitions", type=int, default=None, help="state partitions (default: Spark's parallelism)")
     p.add_argument("--master", default=None, help="Spark master (default local[*,4])")

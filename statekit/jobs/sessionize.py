@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from ..checkpoint import JobRecord
 from ..durations import to_millis
-from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator
+from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator, state_layout_of
 from ..spark import RunSummary, run_keyed, warm_up_workers
 from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
@@ -21,6 +21,8 @@ from ..spark.schemas import session_result_schema
 from ..spark.sinks import DeltaSink
 from .aggregates import Agg, RowAggregate, parse_aggs
 
+DEFAULT_STATE_LAYOUT = "table"
+"""The layout of a new checkpoint's sessions: every key's sessions as columns (``operators.session_table``)."""
 
 @dataclass(frozen=True)
 class SessionOperatorFactory:
@@ -72,14 +74,15 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                mode: str = "stream", trigger: str = "available-now", final: bool = False,
                max_ahead: int | str | None = "default", output_format: str = "parquet",
                spark_checkpoint: str | None = None, sink: Any = None, migrate_state: bool = False,
-               state_layout: str = "cells", progress: Callable[[dict], None] | None = None) -> RunSummary:
+               state_layout: str | None = None, progress: Callable[[dict], None] | None = None) -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
     ``max_ahead``, ``spark_checkpoint`` and ``sink`` as for ``run_keyed``. ``output_format="delta"``: ``output`` is a
     Delta table getting one transaction per epoch; the epochs' parquet files stay under ``<output>/_statekit``.
     ``migrate_state``: aggregates added or removed since the checkpoint's last run migrate its open
     sessions (an added one counts their records from this run on) instead of refusing the run.
-    ``state_layout``: ``cells`` (a stored value per key) or ``table`` (all keys' sessions as columns,
-    stored per key group: for millions of keys); a checkpoint keeps the layout it was written with."""
+    ``state_layout``: ``table`` (all keys' sessions as columns, stored per key group: for millions of
+    keys) or ``cells`` (a stored value per key); None: the layout the checkpoint was written with, and
+    ``DEFAULT_STATE_LAYOUT`` for a new one. A checkpoint keeps its layout: another one is refused."""
     if output_format not in ("parquet", "delta"):
         raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
     if output_format == "delta" and sink is not None:
@@ -103,7 +106,10 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     files = output.rstrip("/") + "/_statekit" if delta else output
     checkpoint = checkpoint or files + "/_checkpoint"
     names = [a.name for a in parsed]
-    version, earlier = accumulator_evolution(JobRecord(checkpoint).read(), names, migrate_state)
+    recorded = JobRecord(checkpoint).read()
+    version, earlier = accumulator_evolution(recorded, names, migrate_state)
+    if state_layout is None:  # the checkpoint's own, so a run resumes whatever layout it was started with
+        state_layout = state_layout_of((recorded or {}).get("operator")) or DEFAULT_STATE_LAYOUT
     if state_layout not in STATE_LAYOUTS:
         raise ValueError(f"--state-layout must be one of {', '.join(STATE_LAYOUTS)}, got {state_layout!r}")
     factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())),

@@ -99,5 +99,5 @@ def test_scale_applies_to_the_spark_part_only(tmp_path):
 
     with pytest.raises(SystemExit, match="spark part only"):
         run_parts(["windows"], True, tmp_path, "large")
-    with pytest.raises(SystemExit, match="--state-layout table applies to the spark part only"):
-        run_parts(["windows"], True, tmp_path, state_layout="table")
+    with pytest.raises(SystemExit, match="--state-layout cells applies to the spark part only"):
+        run_parts(["windows"], True, tmp_path, state_layout="cells")

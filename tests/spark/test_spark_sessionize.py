@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from statekit import key_group_representatives
 from statekit.clickstream import sessionize_reference
 from statekit.jobs import sessionize
 from statekit.spark import read_state_df
@@ -68,18 +69,23 @@ def test_invalid_and_late_rows_go_to_side_outputs(spark, tmp_path):
                     ("b", 200000, 230000, 9, 1, 9, 9, 9.0)]
 
 
-def test_committed_state_as_dataframe(spark, sample, tmp_path):
+@pytest.mark.parametrize("layout", ["table", "cells"])
+def test_committed_state_as_dataframe(spark, sample, tmp_path, layout):
+    """Open sessions read back from the checkpoint: the table's pages (the default layout) as
+    ``[[key, start, end, accumulator], ...]`` per key group, or a cell per key."""
     clicks, d = sample
     out = tmp_path / "out"
     sessionize(spark, input=str(d), output=str(out), key="user_id", time="ts_ms", gap=GAP, watermark_delay=DELAY,
-               aggs=["sum:value", "count"], backend="heap", partitions=2)  # no final: sessions stay open in the checkpoint
-    df = read_state_df(spark, str(out / "_checkpoint"), "sessionize", "sessions")
+               aggs=["sum:value", "count"], backend="heap", partitions=2,  # no final: sessions stay open
+               state_layout=None if layout == "table" else layout)
+    df = read_state_df(spark, str(out / "_checkpoint"), "sessionize", "session-table" if layout == "table" else "sessions")
     assert set(df.columns) == {"key_group", "key", "namespace", "value", "ttl_timestamp"}
     rows = df.collect()
-    keys = {r["key"] for r in rows}
-    open_users = {r[0] for r in sessionize_reference(clicks, 30_000)} - {r[0] for r in output_rows(spark, out)}
-    assert open_users <= keys and len(keys) > 0
-    # one value per key: [timer, start, end, [sum, count], ...], the open sessions next to their accumulators
     opened = {(r[0], r[1], r[2]) for r in sessionize_reference(clicks, 30_000)} - {tuple(r[:3]) for r in output_rows(spark, out)}
-    stored = {(r["key"], v[i], v[i + 1]) for r in rows for v in [json.loads(r["value"])] for i in range(1, len(v), 3)}
-    assert all(r["namespace"] is None for r in rows) and stored == opened
+    assert opened and all(r["namespace"] is None for r in rows)
+    if layout == "table":  # a page per key group, under the group's representative key
+        assert {r["key"] for r in rows} <= set(map(str, key_group_representatives(128)))  # keys as text
+        stored = {(k, s, e) for r in rows for k, s, e, _ in json.loads(r["value"])}
+    else:  # one value per key: [timer, start, end, [sum, count], ...], the open sessions next to their accumulators
+        stored = {(r["key"], v[i], v[i + 1]) for r in rows for v in [json.loads(r["value"])] for i in range(1, len(v), 3)}
+    assert stored == opened
