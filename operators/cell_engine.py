@@ -19,6 +19,7 @@ from abc import abstractmethod
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState
 
@@ -262,4 +263,4 @@ def _pop_order(resolved: list, owner: np.ndarray, times: np.ndarray, kinds: np.n
     """``timer_order`` of due actions of keys ``resolved[owner]``."""
     who = owner.tolist()
     return timer_order(times, np.fromiter((resolved[i][1] for i in who), np.int64, len(who)),
-                       [resolved[i][2] for i in who], kinds)
+                       pa.array([resolved[i][2] for i in who], pa.binary()), kinds)

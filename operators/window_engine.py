@@ -184,12 +184,11 @@ def key_codes(keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np
     return codes, first
 
 
-def timer_order(times: np.ndarray, groups: np.ndarray, key_bytes: Sequence[bytes] | pa.Array,
-                kinds: np.ndarray) -> np.ndarray:
+def timer_order(times: np.ndarray, groups: np.ndarray, key_bytes: pa.Array, kinds: np.ndarray) -> np.ndarray:
     """Positions of due actions in the order one-by-one processing takes them: timers by time, then key
-    group and key bytes (the timer queue's order), a key's fire (kind 0) before its cleanup (kind 1)."""
-    kbs = key_bytes if isinstance(key_bytes, pa.Array) else pa.array(key_bytes, pa.binary())
-    table = pa.table({"t": times, "g": groups, "b": kbs, "k": kinds})
+    group and key bytes (a binary column; the timer queue's order), a key's fire (kind 0) before its
+    cleanup (kind 1)."""
+    table = pa.table({"t": times, "g": groups, "b": key_bytes, "k": kinds})
     return pc.sort_indices(table, [("t", "ascending"), ("g", "ascending"), ("b", "ascending"),
                                    ("k", "ascending")]).to_numpy()
 

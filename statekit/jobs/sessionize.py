@@ -24,6 +24,7 @@ from .aggregates import Agg, RowAggregate, parse_aggs
 DEFAULT_STATE_LAYOUT = "table"
 """The layout of a new checkpoint's sessions: every key's sessions as columns (``operators.session_table``)."""
 
+
 @dataclass(frozen=True)
 class SessionOperatorFactory:
     """Builds the session WindowOperator in each task (shipped to executors by reference); ``names``,

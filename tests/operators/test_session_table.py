@@ -7,6 +7,7 @@ snapshots restored into a new backend between epochs, rescaling, and what is sto
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -373,3 +374,34 @@ def test_a_damaged_page_is_an_error_naming_the_state_and_key_group(backend_name,
             restored.open()
         restored.backend.close()
     h.close()
+
+
+@pytest.mark.parametrize("layout,described", [("table", "table"), ("cells", "cells"), (None, "cells")])
+def test_a_recorded_description_tells_its_state_layout(layout, described):
+    """What ``sessionize`` resumes a checkpoint with when no layout is named: the layout its recorded
+    ``describe()`` says (the record path's counts as cells: another layout than the table's)."""
+    from statekit.operators import state_layout_of
+
+    description = json.loads(json.dumps(operator("columns", 0, layout).describe()))  # as a checkpoint records it
+    assert state_layout_of(description) == described
+    assert state_layout_of(None) is None
+
+
+def test_an_arrow_key_column_too_long_to_hash_as_a_column_takes_the_python_path(backend_name, tmp_path):
+    """Keys past the column-wise hash's length (and a column with nulls) are resolved one by one: the same
+    sessions as the record path, the null key refused to the invalid output with its reason."""
+    table = harness(operator("columns", 0, "table"), backend_name, tmp_path / "t")
+    reference = harness(operator("columns", 0, None), backend_name, tmp_path / "r")
+    keys = ["k" * 100, "j" * 70, "k" * 100, None, "short"]
+    recs = [(k, (k, 1, 2, 0.5), t) for k, t in zip(keys, [1, 2, 5, 6, 7])]
+    reference.process_batch(recs)
+    _, times, cols = columns_of(recs)
+    table.process_columns(pa.array(keys, pa.string()), times, cols)
+    for h in (table, reference):
+        h.process_watermark(1000)
+    got, want = table.output(), reference.output()
+    assert repr(got) == repr(want) and len(got) == 3  # the long keys' sessions and "short"'s
+    invalid = table.side_output("invalid")
+    assert repr(invalid) == repr(reference.side_output("invalid")) and len(invalid) == 1 and "key" in repr(invalid)
+    table.close()
+    reference.close()
