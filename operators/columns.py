@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Sequence
+from collections.abc import Sequence as SequenceABC
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +43,22 @@ def python_values(column: Sequence[Any]) -> Sequence[Any]:
     """``column`` indexable by row as Python values: an Arrow column converted, any other as given."""
     array = arrow_array(column)
     return column if array is None else array.to_pylist()
+
+
+class ArrowValues(SequenceABC):
+    """An Arrow array's values by index, each made a Python value only when asked for (an epoch's
+    distinct keys: most never are)."""
+
+    def __init__(self, array: pa.Array) -> None:
+        self._array = array
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self._array[i].to_pylist()
+        return self._array[i].as_py()
 
 
 class RowView:

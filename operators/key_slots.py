@@ -5,7 +5,9 @@ A key is known by its serialized bytes (``statekit.key_identity``: keys are one 
 serialize alike). The bytes of every slot live in one arena; a numpy open-addressing table indexed by
 the bytes' ``stable_hash`` finds a slot, and a hit is verified against the stored bytes, so a hash
 collision costs a probe, never a wrong key. Slots are only appended: a key that leaves is marked dead,
-and when more than two thirds of the slots are dead ``compact`` renumbers the live ones in bulk.
+and when more than two thirds of the slots are dead ``compact`` renumbers the live ones in bulk. No
+Python object is kept per key: a key is made from its bytes when it is asked for (``keys_at``), as a
+restored key is, so 10^6 held keys cost their bytes, not 10^6 objects.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statekit import binary_spans, stable_hashes
+from statekit import binary_spans, deserialized_keys, stable_hashes
 
 _COMPACT_AT = 1 << 12
 """Dead slots tolerated however few are live (small tables are not renumbered over and over)."""
@@ -47,18 +49,17 @@ class KeyBytes(NamedTuple):
 
 
 class KeySlots:
-    """Keys at slots: ``keys[s]`` (the key as given), ``groups[s]`` (its key group), ``kb_len[s]`` (its
-    serialized length); ``alive[s]`` is False once the key at ``s`` left. The serialized keys are one
-    Arrow column by slot (an arena and its offsets), so gathering them is one ``take``."""
+    """Keys at slots: ``groups[s]`` (the key group of the key at ``s``), ``kb_len[s]`` (its serialized
+    length); ``alive[s]`` is False once the key at ``s`` left. The serialized keys are one Arrow column by
+    slot (an arena and its offsets), so gathering them is one ``take``."""
 
     def __init__(self) -> None:
         self._n = 0
         self._dead = 0
-        self._keys = np.empty(0, object)
-        self._groups = np.empty(0, np.int64)
+        self._groups = np.empty(0, np.int32)  # per-slot columns as narrow as their values: 10^6 slots each
         self._alive = np.empty(0, bool)
-        self._hash = np.empty(0, np.int64)
-        self._len = np.empty(0, np.int64)
+        self._hash = np.empty(0, np.uint32)  # stable_hash is 32 bits
+        self._len = np.empty(0, np.int32)
         self._offsets = np.zeros(1, np.int64)  # slot s's bytes: arena[offsets[s]:offsets[s + 1]]
         self._arena = np.empty(0, np.uint8)
         self._table = np.full(1024, _EMPTY, np.int32)  # hash directory: a slot, or _EMPTY
@@ -86,8 +87,8 @@ class KeySlots:
         return self._alive[:self._n]
 
     def keys_at(self, slots: np.ndarray) -> list:
-        """The keys at ``slots``."""
-        return self._keys[slots].tolist()
+        """The keys at ``slots``, made from their bytes (``KEY_SERIALIZER.loads``; strings in bulk)."""
+        return deserialized_keys(self.key_bytes(slots))
 
     def key_bytes(self, slots: np.ndarray) -> pa.Array:
         """The serialized keys at ``slots`` as an Arrow large_binary column (what sorts and joins them in C)."""
@@ -123,14 +124,14 @@ class KeySlots:
             pos[todo] = (pos[todo] + 1) & mask
         return out
 
-    def add(self, keys: list, groups: Sequence[int], kb: KeyBytes) -> np.ndarray:
-        """Slots for keys not held, distinct from each other (at the end)."""
-        start, m = self._n, len(keys)
+    def add(self, groups: Sequence[int], kb: KeyBytes) -> np.ndarray:
+        """Slots for the serialized keys ``kb`` (not held, distinct from each other) of key groups
+        ``groups``, at the end."""
+        start, m = self._n, len(kb.hashes)
         end = start + m
-        for name in ("_keys", "_groups", "_alive", "_hash", "_len"):
+        for name in ("_groups", "_alive", "_hash", "_len"):
             setattr(self, name, _grown(getattr(self, name), end))
         self._offsets = _grown(self._offsets, end + 1)
-        self._keys[start:end] = np.fromiter(keys, object, m)  # tuples stay elements
         self._groups[start:end] = np.asarray(groups, np.int64).reshape(m)
         self._alive[start:end] = True
         self._hash[start:end] = kb.hashes
@@ -188,7 +189,7 @@ class KeySlots:
         moved = np.cumsum(live) - 1
         moved[~live] = -1
         offsets, data = binary_spans(self.key_bytes(np.flatnonzero(live)))
-        for name in ("_keys", "_groups", "_hash", "_len"):
+        for name in ("_groups", "_hash", "_len"):
             setattr(self, name, getattr(self, name)[:self._n][live])
         self._offsets, self._arena = offsets - offsets[0], data[offsets[0]:offsets[-1]].copy()
         self._n, self._dead = int(live.sum()), 0

@@ -2,8 +2,8 @@
 session engine's rules (``operators.session_engine``) on numpy arrays instead of one stored cell and one
 timer per key, for 10^6 keys and more.
 
-In memory: a slot per key (its identity maps to the slot; its key, bytes and key group by slot) and one
-row per open session ``[start, end, *packed accumulator]`` with its key's slot. A key whose accumulators
+In memory: a slot per key (``KeySlots``: its serialized bytes and key group by slot; the key itself is
+made from its bytes when a window fires) and one row per open session ``[start, end, *packed accumulator]`` with its key's slot. A key whose accumulators
 do not pack keeps its sessions in the list form (``[[start, end, accumulator], ...]``) instead. An epoch
 takes the rows of the keys it touches out, merges the epoch's runs into them in bulk (``merged``), takes
 keys that may emit (late records, late-but-allowed fires, records out of time order) one record at a
@@ -24,9 +24,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
-                      SerializationError, StateError, ValueState, key_group_representatives)
+                      SerializationError, StateError, ValueState, deserialized_keys, key_group_representatives)
 
-from .columns import arrow_codes, by_code, present_codes, python_values, session_runs
+from .columns import ArrowValues, arrow_codes, by_code, present_codes, python_values, session_runs
 from .key_slots import KeyBytes, KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
@@ -185,14 +185,15 @@ class SessionTable(SessionRules):
         left[list(self._overflow)] = True
         self._release(held[~left[held]])
 
-    def _locate(self, keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, list, np.ndarray, dict]:
+    def _locate(self, keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, Sequence[Any], np.ndarray, dict]:
         """Each row's key code, the distinct keys, each one's slot (keys not held are added; -1: a refused
         key) and the refused keys' errors by code. An Arrow column of plain keys is serialized, hashed and
-        looked up as columns, with no Python work per key."""
+        looked up as columns, with no Python work per key (its distinct keys become Python values only
+        where the record path asks for them)."""
         encoded = None if problems else arrow_codes(keys)
         resolved = None if encoded is None else self._backend.resolve_key_array(encoded[1])
         if encoded is not None:
-            codes, distinct = encoded[0], encoded[1].to_pylist()
+            codes, distinct = encoded[0], ArrowValues(encoded[1])
         else:
             codes, distinct = key_codes(keys, good, problems)
         if resolved is not None:
@@ -207,7 +208,7 @@ class SessionTable(SessionRules):
         new = np.flatnonzero(found < 0)
         if len(new):
             at = known[new]
-            slots[at] = self._slots.add(list(map(distinct.__getitem__, at.tolist())), groups[at], kb.take(new))
+            slots[at] = self._slots.add(groups[at], kb.take(new))
         return codes, distinct, slots, refused
 
     def _bulk(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, fast: np.ndarray, slots: np.ndarray,
@@ -233,7 +234,7 @@ class SessionTable(SessionRules):
         return True
 
     def _by_records(self, keys: Sequence[Any], codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, slow: np.ndarray,
-                    slots: np.ndarray, distinct: list, refused: dict, old_codes: np.ndarray, old: np.ndarray,
+                    slots: np.ndarray, distinct: Sequence[Any], refused: dict, old_codes: np.ndarray, old: np.ndarray,
                     value_of: Callable[[int], Any], wm: int) -> None:
         """Keys ``slow`` one record at a time in arrival order, in order of first appearance, as one-by-one
         processing takes them; their sessions go back packed, or in the list form when they do not pack."""
@@ -431,11 +432,12 @@ class SessionTable(SessionRules):
                 continue
             try:
                 _, row_key, rows, kbs, listed = decode_page(page, self._width)
-                keys = list(map(KEY_SERIALIZER.loads, kbs))
+                kb = KeyBytes.of(kbs)
+                deserialized_keys(kb.array)  # a key that does not decode refuses the restore, not its first fire
             except (ValueError, SerializationError) as e:  # another format, or a damaged page
                 raise StateError(f"state '{self.STATE}', key group {g}: cannot read its page ({len(page)} bytes): "
                                  f"{e}") from None
-            slots = self._slots.add(keys, np.full(len(keys), g), KeyBytes.of(kbs))
+            slots = self._slots.add(np.full(len(kbs), g), kb)
             self._put(slots[row_key], rows)
             for index, sessions in listed:
                 self._overflow[int(slots[index])] = [list(s) for s in sessions]

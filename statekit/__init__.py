@@ -11,7 +11,7 @@ from .detach import detached, is_immutable
 from .durations import to_millis
 from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError,
                      StateDescriptorError, StateError, StateMigrationError)
-from .key_columns import binary_spans, serialized_keys, stable_hashes_of
+from .key_columns import binary_spans, deserialized_keys, serialized_keys, stable_hashes_of
 from .key_identity import PLAIN_KEY_TYPES, SELF_IDENTICAL_TYPES, key_identity, key_of_identity
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_group_representatives,
                         key_groups_for_partition, partition_for_key_group, stable_hash, stable_hashes)
@@ -34,5 +34,5 @@ __all__ = [
     "available_backends", "backend_class", "create_backend", "decode_timer", "detached", "is_immutable", "key_group_for", "key_group_for_bytes",
     "key_group_representatives",
     "key_groups_for_partition", "key_identity", "key_of_identity", "PLAIN_KEY_TYPES", "SELF_IDENTICAL_TYPES", "parse_size", "partition_for_key_group", "register_backend", "register_type", "registered_types", "expect_types",
-    "stable_hash", "stable_hashes", "stable_hashes_of", "serialized_keys", "binary_spans", "timer_sort_key", "to_millis", "wall_clock_ms",
+    "stable_hash", "stable_hashes", "stable_hashes_of", "serialized_keys", "deserialized_keys", "binary_spans", "timer_sort_key", "to_millis", "wall_clock_ms",
 ]

@@ -1,6 +1,7 @@
 """Keys as Arrow columns: an Arrow column of plain keys (strings, binaries, integers; no nulls) serialized
 exactly as ``KEY_SERIALIZER`` serializes each key, and hashed exactly as ``stable_hash`` hashes it, with
-numpy over the whole column and no Python object per key (what a columnar engine meets 10^6 keys with).
+numpy over the whole column and no Python object per key (what a columnar engine meets 10^6 keys with);
+and back: the keys of a column of serialized keys, string keys unwrapped in bulk.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from .keygroups import fmix32_many
+from .serialization import KEY_SERIALIZER, SerializationError
 
 _MAX_HASHED = 64
 """Longest serialized key hashed column-wise (one numpy pass per byte position); longer ones go one by one."""
@@ -94,6 +96,37 @@ def serialized_keys(array: pa.Array) -> pa.Array | None:
     heads, head_len = _sized_heads(lengths, 0xA0 if is_str else None,
                                    (0xD9, 0xDA, 0xDB) if is_str else (0xC4, 0xC5, 0xC6))
     return _column(head_len + lengths, heads, head_len, data[offsets[0]:offsets[-1]])
+
+
+def _str_head_lengths(first: np.ndarray) -> np.ndarray | None:
+    """msgpack's header length of each value whose first byte is ``first`` when every one is a str's
+    (fixstr, str8, str16, str32); None otherwise."""
+    head_len = np.select([(first >= 0xA0) & (first <= 0xBF), first == 0xD9, first == 0xDA, first == 0xDB],
+                         [1, 2, 3, 5], 0)
+    return None if (head_len == 0).any() else head_len
+
+
+def deserialized_keys(keys: pa.Array) -> list:
+    """The keys of a large_binary column of serialized keys (``KEY_SERIALIZER.loads`` of each): a
+    column of string keys has its headers cut in bulk and becomes Python strings in C; any other
+    column is read key by key. SerializationError for a key that does not decode."""
+    offsets, data = binary_spans(keys)
+    lengths = np.diff(offsets)
+    head_len = _str_head_lengths(data[offsets[:-1]]) if len(keys) and lengths.min() > 0 else None
+    if head_len is None:
+        return [KEY_SERIALIZER.loads(kb) for kb in keys.to_pylist()]
+    body = data[offsets[0]:offsets[-1]]
+    starts = offsets[:-1] - offsets[0]  # +1 at each header's first byte, -1 after its last: inside one, 1
+    edges = np.bincount(starts, minlength=len(body) + 1) - np.bincount(starts + head_len, minlength=len(body) + 1)
+    payload = body[np.cumsum(edges[:-1]) == 0]
+    out_offsets = np.zeros(len(keys) + 1, np.int64)
+    np.cumsum(lengths - head_len, out=out_offsets[1:])
+    strings = pa.Array.from_buffers(pa.large_string(), len(keys), [None, pa.py_buffer(out_offsets), pa.py_buffer(payload)])
+    try:
+        strings.validate(full=True)
+    except pa.ArrowInvalid as e:
+        raise SerializationError(f"cannot decode string keys: {e}") from None
+    return strings.to_pylist()
 
 
 @lru_cache(maxsize=1)

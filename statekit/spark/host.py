@@ -37,6 +37,7 @@ from ..operators import gc_paused
 from .memory import release_free_memory
 from .plan import EpochPlan, JobPlan
 from .slots import Commit, LocalRun, Processed, close_all
+from .wire import recv_table, send_table
 from .worker_signals import ignore_interrupts
 
 _MAIN = "import sys; from statekit.spark.host import main; main(sys.argv[1:])"
@@ -90,7 +91,8 @@ class HostedRun:
     def process(self, valid: Any) -> Processed:
         from pyspark import cloudpickle  # the operator factory may be a closure of the user's script
 
-        self.conn.send((cloudpickle.dumps(self.job), self.epoch, self.index, list(sys.path), valid))
+        self.conn.send((cloudpickle.dumps(self.job), self.epoch, self.index, list(sys.path)))
+        send_table(self.conn, valid)
         return self._reply()
 
     def commit(self, max_ts: int | None) -> Commit:
@@ -163,13 +165,17 @@ def _alive(pid: int) -> bool:
 def _serve_task(conn: Connection) -> bool:
     """One task: process its records, then commit (or drop the slot if the task ends first); False when
     it committed its run's final epoch (the host has nothing left to keep open and ends)."""
-    job_bytes, epoch, index, path, valid = conn.recv()
+    job_bytes, epoch, index, path = conn.recv()
+    valid = recv_table(conn)
     sys.path.extend(p for p in path if p not in sys.path)  # the worker's (Spark files, py-files)
     run: LocalRun | None = None
     try:
         job = pickle.loads(job_bytes)
         run = LocalRun(job, epoch, index)
-        conn.send(("ok", run.process(valid), None))
+        processed = run.process(valid)
+        del valid  # the epoch's records: not kept through the commit
+        conn.send(("ok", processed, None))
+        del processed
         conn.send(("ok", run.commit(conn.recv()), None))
         return not epoch.final
     except (EOFError, OSError):

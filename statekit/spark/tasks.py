@@ -77,11 +77,13 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
         raise RuntimeError(f"epoch {epoch.epoch} partition {index}: input truncated ({ends} of {epoch.inputs} "
                            f"map outputs received); not committing")
     rows = table.filter(pc.is_null(marks))
+    del table, marks  # each copy of the epoch's records goes as soon as the next is made
     if pc.any(pc.not_equal(rows.column(PART), index)).as_py():
         raise RuntimeError(f"epoch {epoch.epoch} partition {index}: received rows routed to another partition")
     why = rows.column(WHY)
     invalid = rows.filter(pc.is_valid(why))
-    valid = rows.filter(pc.is_null(why))
+    valid = rows.select([*job.columns, TS, SEQ]).filter(pc.is_null(why))
+    del rows, why
     order = pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")])  # replay-stable order
     valid = valid.select([*job.columns, TS]).take(order)  # what the operator reads: no routing columns
     kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)

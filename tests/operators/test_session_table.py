@@ -282,7 +282,7 @@ def test_key_slots_find_add_release_and_compact():
 
     slots = KeySlots()
     keys = [f"k{i}" for i in range(10_000)] + [("t", 1), 1, True, 1.0]
-    got = slots.add(keys, list(range(len(keys))), kb(keys))
+    got = slots.add(list(range(len(keys))), kb(keys))
     assert got.tolist() == list(range(len(keys))) and slots.keys_at(np.array([10_000, 2])) == [("t", 1), "k2"]
     assert slots.find(kb([True, 1, 1.0, "1", ("t", 1), b"k1"])).tolist() == [10_002, 10_001, 10_003, -1, 10_000, -1]
     slots.release(np.arange(0, 9_000))
@@ -294,7 +294,7 @@ def test_key_slots_find_add_release_and_compact():
     assert slots.key_blob(np.array([1, 1002])) == KEY_SERIALIZER.dumps("k9001") + KEY_SERIALIZER.dumps(True)
     assert slots.kb_len[1] == 6
     assert slots.compact() is None  # nothing dead
-    again = slots.add(["k1"], [5], kb(["k1"]))  # a key that left comes back at a new slot
+    again = slots.add([5], kb(["k1"]))  # a key that left comes back at a new slot
     assert again.tolist() == [1004] and slots.find(kb(["k1"])).tolist() == [1004]
 
 
@@ -307,7 +307,7 @@ def test_key_slots_tell_apart_keys_whose_hashes_collide():
     keys = [f"c{i}" for i in range(3000)]
     same = KeyBytes(KeyBytes.of(KEY_SERIALIZER.dumps_many(keys)).array, np.full(len(keys), 12345, np.int64))
     slots = KeySlots()
-    slots.add(keys[:2000], [0] * 2000, same.take(np.arange(2000)))
+    slots.add([0] * 2000, same.take(np.arange(2000)))
     slots.release(np.arange(0, 2000, 2))
     assert slots.find(same).tolist() == [-1 if i % 2 == 0 or i >= 2000 else i for i in range(3000)]
 

@@ -1,13 +1,17 @@
 """Keys serialized and hashed as Arrow columns (``statekit.key_columns``) equal ``KEY_SERIALIZER`` and
-``stable_hash`` key by key, at every msgpack header size, for sliced and chunk-offset columns."""
+``stable_hash`` key by key, at every msgpack header size, for sliced and chunk-offset columns; and
+``deserialized_keys`` gives back exactly the keys, string columns in bulk, others one by one."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
-from statekit import KEY_SERIALIZER, stable_hash
-from statekit.key_columns import serialized_keys, stable_hashes_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statekit import KEY_SERIALIZER, SerializationError, stable_hash
+from statekit.key_columns import deserialized_keys, serialized_keys, stable_hashes_of
 
 SIZES = [0, 1, 31, 32, 33, 255, 256, 65535, 65536, 70_000]
 
@@ -35,3 +39,28 @@ def test_columns_not_taken_are_left_to_one_by_one_serializing():
     assert serialized_keys(pa.array([1], pa.uint64())) is None
     assert serialized_keys(pa.array([1.5])) is None and serialized_keys(pa.array([True])) is None
     assert stable_hashes_of(pa.array([b"x" * 65], pa.large_binary())) is None
+
+
+def _serialized(keys: list) -> pa.Array:
+    return pa.array(KEY_SERIALIZER.dumps_many(keys), pa.large_binary())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=40), st.text(min_size=250, max_size=300)), max_size=40), st.integers(0, 5),
+       st.booleans())
+def test_deserialized_keys_give_back_string_keys(keys, skip, mixed):
+    """Every str header size (fixstr, str8, str16 and str32 below), empty and non-ASCII strings, sliced
+    columns; with a non-string key in the column, each key one by one, types kept."""
+    keys = keys + ["s" * n for n in SIZES]
+    if mixed:
+        keys = keys + [7, ("t", 1), b"b", True, 1.5]
+    got = deserialized_keys(_serialized(keys).slice(skip))
+    assert got == keys[skip:] and [type(k) for k in got] == [type(k) for k in keys[skip:]]
+
+
+def test_keys_that_do_not_decode_are_a_serialization_error():
+    with pytest.raises(SerializationError):
+        deserialized_keys(pa.array([KEY_SERIALIZER.dumps("a"), b"\xc1"], pa.large_binary()))  # never a msgpack byte
+    with pytest.raises(SerializationError, match="cannot decode string keys"):
+        deserialized_keys(pa.array([KEY_SERIALIZER.dumps("a"), b"\xa2\xff\xfe"], pa.large_binary()))  # not UTF-8
+    assert deserialized_keys(pa.array([], pa.large_binary())) == []
