@@ -28,8 +28,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import pyarrow.dataset as pads
-
 from statekit.clickstream import sessionize_reference
 from statekit.jobs import DEFAULT_STATE_LAYOUT
 
@@ -64,7 +62,11 @@ def _spark() -> Any:
 
 def _sessions(path: str) -> list[tuple]:
     """The sessions a run wrote, read with pyarrow after its process ended (so the check's memory is not
-    counted in the run's peak RSS; files named ``_*`` or ``.*``, such as Spark's metadata, are skipped)."""
+    counted in the run's peak RSS; files named ``_*`` or ``.*``, such as Spark's metadata, are skipped).
+    Imported here, not with the module: a run's process imports this module, and pandas with it, which
+    no run uses."""
+    import pyarrow.dataset as pads
+
     table = pads.dataset(path, format="parquet").to_table(columns=list(COLUMNS))
     return sorted(row for row in zip(*(table.column(c).to_pylist() for c in COLUMNS)) if row[0] != SENTINEL)
 

@@ -93,6 +93,7 @@ class HostedRun:
 
         self.conn.send((cloudpickle.dumps(self.job), self.epoch, self.index, list(sys.path)))
         send_table(self.conn, valid)
+        release_free_memory()  # the worker waits while its host works: not at the size of its input's copies
         return self._reply()
 
     def commit(self, max_ts: int | None) -> Commit:
