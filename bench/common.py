@@ -46,7 +46,11 @@ class TreeSampler(threading.Thread):
     daemon and sharing its pages, count their PSS (their share of shared pages), so that they are not
     counted twice; every other process (the root, the JVM, state hosts: started, not forked) its RSS.
     PSS costs a walk of the process's page tables (~10 ms for a 1 GiB process), RSS a read of
-    ``statm``: the sampler keeps its own CPU use small next to what it measures, on either side."""
+    ``statm``: the sampler keeps its own CPU use small next to what it measures, on either side.
+    A JVM's child still running the JVM itself (same command line) is the JVM starting a command:
+    Java spawns with vfork, so until the child's exec it shares the JVM's memory and reads as a second
+    copy of the JVM's RSS. It is not counted (counted, it added a whole JVM to a sample's sum: Spark's
+    RocksDB state store spawns often, which put up to 1.3 GiB too much in native's peaks)."""
 
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         super().__init__(daemon=True)
@@ -54,9 +58,13 @@ class TreeSampler(threading.Thread):
         self.peak = PeakRSS()
         self._stop_event = threading.Event()
 
-    def _role(self, p: psutil.Process) -> str:
+    def _role(self, p: psutil.Process) -> str | None:
+        """``p``'s role; None for a JVM's child between vfork and exec (its memory is the JVM's)."""
         if p.pid == self.root.pid:
             return PYTHON
+        parent = p.parent()
+        if parent is not None and parent.name().startswith("java") and p.cmdline() == parent.cmdline():
+            return None
         name = p.name()  # read each time: a launcher shell may exec into java under the same pid
         if name.startswith("python") and any("statekit.spark.host" in a for a in p.cmdline()):
             return HOSTS
@@ -71,6 +79,8 @@ class TreeSampler(threading.Thread):
         for p in procs:
             try:
                 role = self._role(p)
+                if role is None:
+                    continue
                 mem = p.memory_full_info().pss if role == WORKERS else p.memory_info().rss
                 sums[role] = sums.get(role, 0) + mem
             except psutil.Error:  # exited between listing and reading
