@@ -10,8 +10,8 @@ window bookkeeping costs per run, not per record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
-from collections.abc import Sequence as SequenceABC
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +45,7 @@ def python_values(column: Sequence[Any]) -> Sequence[Any]:
     return column if array is None else array.to_pylist()
 
 
-class ArrowValues(SequenceABC):
+class ArrowValues(Sequence):
     """An Arrow array's values by index, each made a Python value only when asked for (an epoch's
     distinct keys: most never are)."""
 

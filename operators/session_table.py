@@ -3,11 +3,11 @@ session engine's rules (``operators.session_engine``) on numpy arrays instead of
 timer per key, for 10^6 keys and more.
 
 In memory: a slot per key (``KeySlots``: its serialized bytes and key group by slot; the key itself is
-made from its bytes when a window fires) and one row per open session ``[start, end, *packed accumulator]`` with its key's slot. A key whose accumulators
-do not pack keeps its sessions in the list form (``[[start, end, accumulator], ...]``) instead. An epoch
-takes the rows of the keys it touches out, merges the epoch's runs into them in bulk (``merged``), takes
-keys that may emit (late records, late-but-allowed fires, records out of time order) one record at a
-time, and puts the rows back. Timers are implicit: a watermark fires and cleans every session whose end
+made from its bytes when a window fires) and one row per open session ``[start, end, *packed
+accumulator]`` with its key's slot. A key whose accumulators do not pack keeps its sessions in the list
+form (``[[start, end, accumulator], ...]``) instead. An epoch takes the rows of the keys it touches out,
+merges the epoch's runs into them in bulk (``merged``), takes keys that may emit (late records,
+late-but-allowed fires, records out of time order) one record at a time, and puts the rows back. Timers are implicit: a watermark fires and cleans every session whose end
 it passed, found by one scan of the end column, in the order of the timer queue (time, key group, key
 bytes). Results equal the cell engine's and the record path's.
 

@@ -176,7 +176,7 @@ def _serve_task(conn: Connection) -> bool:
         processed = run.process(valid)
         del valid  # the epoch's records: not kept through the commit
         conn.send(("ok", processed, None))
-        del processed
+        del processed  # sent: its tables are not kept through the commit either
         conn.send(("ok", run.commit(conn.recv()), None))
         return not epoch.final
     except (EOFError, OSError):
