@@ -46,7 +46,7 @@ def python_values(column: Sequence[Any]) -> Sequence[Any]:
 
 
 class ArrowValues(Sequence):
-    """An Arrow array's values by index, each made a Python value only when asked for (an epoch's
+    """An Arrow array's values by position, each made a Python value only when asked for (an epoch's
     distinct keys: most never are)."""
 
     def __init__(self, array: pa.Array) -> None:
@@ -55,9 +55,7 @@ class ArrowValues(Sequence):
     def __len__(self) -> int:
         return len(self._array)
 
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return self._array[i].to_pylist()
+    def __getitem__(self, i: int) -> Any:
         return self._array[i].as_py()
 
 
