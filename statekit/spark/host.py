@@ -34,7 +34,7 @@ from multiprocessing.connection import Client, Connection
 from typing import Any
 
 from ..operators import gc_paused
-from .memory import release_free_memory
+from .memory import allocator_environment, release_free_memory
 from .plan import EpochPlan, JobPlan
 from .slots import Commit, LocalRun, Processed, close_all
 from .wire import recv_table, send_table
@@ -140,7 +140,8 @@ def _connect(job: JobPlan, kgs: range) -> Connection:
         with open(base + ".log", "ab") as log:
             proc = subprocess.Popen([sys.executable, "-c", _MAIN, base + ".sock", str(executor_pid()),
                                      str(job.host_idle_seconds)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True)
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
+                                    env=allocator_environment(os.environ))
         deadline = time.monotonic() + _START_SECONDS
         while True:
             try:

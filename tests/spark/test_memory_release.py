@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from statekit.spark.memory import ALLOCATOR_ENV, allocator_environment
+
 CODE = """
 import os
 from statekit.spark.memory import release_free_memory
@@ -26,3 +28,8 @@ def test_memory_freed_in_the_heap_goes_back_to_the_system():
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=120, check=True)
     before, after = map(int, out.stdout.split())
     assert before - after > 150, (before, after)
+
+
+def test_a_host_environment_purges_arrow_pages_unless_the_user_set_it():
+    assert allocator_environment({"PATH": "/bin"}) == {"PATH": "/bin", **ALLOCATOR_ENV}
+    assert allocator_environment({"MIMALLOC_PURGE_DELAY": "50"})["MIMALLOC_PURGE_DELAY"] == "50"
