@@ -38,6 +38,7 @@ from .memory import allocator_environment, release_free_memory
 from .plan import EpochPlan, JobPlan
 from .slots import Commit, LocalRun, Processed, close_all
 from .wire import recv_table, send_table
+from .lazy_pandas import defer_pandas
 from .worker_signals import ignore_interrupts
 
 _MAIN = "import sys; from statekit.spark.host import main; main(sys.argv[1:])"
@@ -257,6 +258,7 @@ def _exit(signum: int, frame: Any) -> None:
 def main(argv: list[str]) -> None:
     """A host's process: ``main([SOCKET, EXECUTOR_PID, IDLE_SECONDS])`` (see ``_MAIN``)."""
     ignore_interrupts()
+    defer_pandas()
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGHUP, _exit)
     serve(argv[0], int(argv[1]), float(argv[2]))

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import SerializationError
 from ..keygroups import fmix32, key_group_for, key_groups_and_bytes, partition_for_key_group
+from .lazy_pandas import defer_pandas
 from .worker_signals import ignore_interrupts
 
 TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
@@ -83,6 +84,7 @@ class Router:
         from pyspark import TaskContext
 
         ignore_interrupts()
+        defer_pandas()
 
         split = TaskContext.get().partitionId()
         seq, schema = split << 36, self.schema

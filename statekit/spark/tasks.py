@@ -25,6 +25,7 @@ from .memory import release_free_memory
 from .plan import EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 from .slots import LocalRun
+from .lazy_pandas import defer_pandas
 from .worker_signals import ignore_interrupts
 
 
@@ -66,6 +67,7 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
     import pyarrow.compute as pc
 
     ignore_interrupts()
+    defer_pandas()
     from pyspark import TaskContext
 
     t0 = time.perf_counter()

@@ -40,7 +40,11 @@ def warm_up_workers(spark: Any) -> threading.Thread | None:
 
 
 def _import_task_modules(batches: Iterable[Any]) -> Iterator[Any]:
-    """mapInArrow function: what an epoch's router and tasks import, imported in this worker."""
+    """mapInArrow function: what an epoch's router and tasks import, imported in this worker (pandas
+    deferred: a worker that runs only statekit's tasks never loads it)."""
     from . import records, tasks  # noqa: F401
+    from .lazy_pandas import defer_pandas
+
+    defer_pandas()
 
     yield from batches

@@ -91,6 +91,7 @@ def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sampl
     assert len(_hosts_of(socks)) == 2  # a run that is not final leaves its hosts open for the next one
     victim = _host_process(socks[0])
     assert victim.environ().get("MIMALLOC_PURGE_DELAY") == "0"  # started with Arrow's pages purged at once
+    assert not [m.path for m in victim.memory_maps() if "/pandas/" in m.path]  # two epochs run, pandas never loaded
     victim.send_signal(signal.SIGKILL)  # leaves its socket file behind
     _gone(victim)
     assert os.path.exists(socks[0])
