@@ -2,7 +2,7 @@
 
 pyarrow imports pandas (about 35 MiB a process) the first time it converts anything, only to ask
 whether its input is a pandas object; no object can be one before pandas is imported. Measured at 400k
-users on ``local[2]``: the two Python workers and two state hosts held 120 MiB less without it. So a
+users on ``local[2]``: the two Python workers and two state hosts held about 130 MiB less without it. So a
 statekit task or state host lets pyarrow make that first check with pandas out of sight, and puts
 pyarrow's pandas support back the moment anything imports pandas (a user's function, a pandas UDF in a
 reused worker): pyarrow then treats pandas objects as it always does.
@@ -66,7 +66,8 @@ class _Rearm(importlib.abc.MetaPathFinder):
 def defer_pandas() -> None:
     """Keep pyarrow from importing pandas in this process until something else imports it; a no-op
     when pandas is loaded already or this ran before. Call it before the process's first Arrow
-    conversion (a task's or host's first step)."""
+    conversion and before any user code (a task's or host's first step): for the instant of
+    pyarrow's check, pandas cannot be imported."""
     with _lock:
         if _PANDAS in sys.modules or any(isinstance(f, (_Rearm, _Hidden)) for f in sys.meta_path):
             return
