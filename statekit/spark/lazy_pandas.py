@@ -1,11 +1,11 @@
 """pandas loaded in statekit's executor processes only when something uses it.
 
 pyarrow imports pandas (about 35 MiB a process) the first time it converts anything, only to ask
-whether its input is a pandas object; no object can be one before pandas is imported. Measured at 400k
-users on ``local[2]``: the two Python workers and two state hosts held about 130 MiB less without it. So a
-statekit task or state host lets pyarrow make that first check with pandas out of sight, and puts
-pyarrow's pandas support back the moment anything imports pandas (a user's function, a pandas UDF in a
-reused worker): pyarrow then treats pandas objects as it always does.
+whether its input is a pandas object; no object can be one before pandas is imported. Measured at
+400k users on ``local[2]``: the two Python workers and two state hosts held about 130 MiB less
+without it. So a statekit task or state host lets pyarrow make that first check with pandas out of
+sight, and puts pyarrow's pandas support back the moment anything imports pandas (a user's function,
+a pandas UDF in a reused worker): pyarrow then treats pandas objects as it always does.
 """
 
 from __future__ import annotations
