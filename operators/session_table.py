@@ -409,9 +409,9 @@ class SessionTable(SessionRules):
                 continue
             try:
                 values.append(encode_page(self._width, key_at[ra:rb] - ka, rows[ra:rb],
-                                      np.concatenate((lengths[ka:kb], self._slots.kb_len[extra])),
-                                      blob[byte_cut[j]:byte_cut[j + 1]] + self._slots.key_blob(np.array(extra, np.int64)),
-                                      [[kb - ka + i, self._overflow[slot]] for i, slot in enumerate(extra)]))
+                                          np.concatenate((lengths[ka:kb], self._slots.kb_len[extra])),
+                                          blob[byte_cut[j]:byte_cut[j + 1]] + self._slots.key_blob(np.array(extra, np.int64)),
+                                          [[kb - ka + i, self._overflow[slot]] for i, slot in enumerate(extra)]))
             except Exception as e:  # a list-form accumulator msgpack cannot take
                 raise SerializationError(f"state '{self.STATE}', key group {g}: cannot serialize the sessions of "
                                          f"keys {self._slots.keys_at(np.array(extra))!r}: {e}") from None

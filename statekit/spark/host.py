@@ -34,11 +34,11 @@ from multiprocessing.connection import Client, Connection
 from typing import Any
 
 from ..operators import gc_paused
+from .lazy_pandas import defer_pandas
 from .memory import allocator_environment, release_free_memory
 from .plan import EpochPlan, JobPlan
 from .slots import Commit, LocalRun, Processed, close_all
 from .wire import recv_table, send_table
-from .lazy_pandas import defer_pandas
 from .worker_signals import ignore_interrupts
 
 _MAIN = "import sys; from statekit.spark.host import main; main(sys.argv[1:])"

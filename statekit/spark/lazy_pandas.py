@@ -42,7 +42,10 @@ class _PandasLoader(importlib.abc.Loader):
         self._loader.exec_module(module)
         import pyarrow as pa
 
-        pa.table({}).to_pandas()  # a conversion that needs pandas: pyarrow checks again and finds it
+        try:
+            pa.table({}).to_pandas()  # a conversion that needs pandas: pyarrow checks again and finds it
+        except ImportError:  # a pandas this pyarrow does not support: it leaves pandas alone, as it would anyway
+            pass
 
     def __getattr__(self, name: str) -> Any:  # resources, is_package, ...: pandas' loader answers
         return getattr(self._loader, name)

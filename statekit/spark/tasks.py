@@ -21,11 +21,11 @@ from ..keygroups import key_groups_for_partition
 from ..operators import gc_paused
 from .errors import InjectedFault
 from .host import HostedRun, executor_pid
+from .lazy_pandas import defer_pandas
 from .memory import release_free_memory
 from .plan import EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 from .slots import LocalRun
-from .lazy_pandas import defer_pandas
 from .worker_signals import ignore_interrupts
 
 

@@ -40,3 +40,9 @@ def test_pandas_imported_later_converts_as_without_defer_pandas():
     assert deferred == _run(False, ARROW_WORK + PANDAS_OBJECTS)
     assert deferred["nulls"] == 1
 
+
+def test_pandas_still_imports_when_pyarrow_cannot_take_it():
+    """A pandas pyarrow refuses (too old for it): importing pandas works; pyarrow leaves it alone."""
+    code = ('sys.modules["pyarrow.pandas_compat"] = None  # what pyarrow needs to take pandas: missing\n'
+            'import pandas\nout["imported"] = True\n')
+    assert _run(True, code) == {"imported": True}
