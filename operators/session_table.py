@@ -7,9 +7,10 @@ made from its bytes when a window fires) and one row per open session ``[start, 
 accumulator]`` with its key's slot. A key whose accumulators do not pack keeps its sessions in the list
 form (``[[start, end, accumulator], ...]``) instead. An epoch takes the rows of the keys it touches out,
 merges the epoch's runs into them in bulk (``merged``), takes keys that may emit (late records,
-late-but-allowed fires, records out of time order) one record at a time, and puts the rows back. Timers are implicit: a watermark fires and cleans every session whose end
-it passed, found by one scan of the end column, in the order of the timer queue (time, key group, key
-bytes). Results equal the cell engine's and the record path's.
+late-but-allowed fires, records out of time order) one record at a time, and puts the rows back. Timers
+are implicit: a watermark fires and cleans every session whose end it passed, found by one scan of the
+end column, in the order of the timer queue (time, key group, key bytes). Results equal the cell
+engine's and the record path's.
 
 Stored: one page per key group in the value state ``session-table``, under the group's representative
 key (``statekit.key_group_representatives``), so pages snapshot, restore and move with their groups on

@@ -106,6 +106,21 @@ def _str_head_lengths(first: np.ndarray) -> np.ndarray | None:
     return None if (head_len == 0).any() else head_len
 
 
+def _check_str_lengths(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, head_len: np.ndarray) -> None:
+    """SerializationError naming the first key whose str header is cut short or gives another length
+    than the bytes after it (what ``KEY_SERIALIZER.loads`` refuses one by one)."""
+    whole = lengths >= head_len
+    declared = np.where(head_len == 1, data[starts] & 0x1F, 0).astype(np.int64)
+    for k in range(1, 5):  # str8/16/32: the length's big-endian bytes follow the code
+        at = np.flatnonzero(whole & (head_len > k))
+        declared[at] = (declared[at] << 8) | data[starts[at] + k]
+    bad = np.flatnonzero(~whole | (declared != lengths - head_len))
+    if len(bad):
+        i = int(bad[0])
+        raise SerializationError(f"cannot decode string keys: key {i} has a str header of {int(head_len[i])} bytes "
+                                 f"for {int(declared[i]) if whole[i] else '?'} bytes, and {int(lengths[i])} bytes in all")
+
+
 def deserialized_keys(keys: pa.Array) -> list:
     """The keys of a large_binary column of serialized keys (``KEY_SERIALIZER.loads`` of each): a
     column of string keys has its headers cut in bulk and becomes Python strings in C; any other
@@ -115,6 +130,7 @@ def deserialized_keys(keys: pa.Array) -> list:
     head_len = _str_head_lengths(data[offsets[:-1]]) if len(keys) and lengths.min() > 0 else None
     if head_len is None:
         return [KEY_SERIALIZER.loads(kb) for kb in keys.to_pylist()]
+    _check_str_lengths(data, offsets[:-1], lengths, head_len)
     body = data[offsets[0]:offsets[-1]]
     starts = offsets[:-1] - offsets[0]  # +1 at each header's first byte, -1 after its last: inside one, 1
     edges = np.bincount(starts, minlength=len(body) + 1) - np.bincount(starts + head_len, minlength=len(body) + 1)

@@ -64,3 +64,13 @@ def test_keys_that_do_not_decode_are_a_serialization_error():
     with pytest.raises(SerializationError, match="cannot decode string keys"):
         deserialized_keys(pa.array([KEY_SERIALIZER.dumps("a"), b"\xa2\xff\xfe"], pa.large_binary()))  # not UTF-8
     assert deserialized_keys(pa.array([], pa.large_binary())) == []
+
+
+@pytest.mark.parametrize("damaged", [b"\xa3abcd", b"\xa5ab", b"\xd9\x05abc", b"\xd9", b"\xda\x00\x01"])
+def test_a_string_key_whose_header_disagrees_with_its_length_is_a_serialization_error(damaged):
+    """A str header that claims more or fewer bytes than the key has (or is cut short) refuses, as
+    ``KEY_SERIALIZER.loads`` does, naming the key's position."""
+    with pytest.raises(SerializationError):
+        KEY_SERIALIZER.loads(damaged)
+    with pytest.raises(SerializationError, match="key 1"):
+        deserialized_keys(pa.array([KEY_SERIALIZER.dumps("a"), damaged], pa.large_binary()))
