@@ -132,9 +132,11 @@ def present_codes(codes: np.ndarray) -> np.ndarray:
 
 
 def by_code(codes: np.ndarray) -> np.ndarray:
-    """The stable order that groups equal non-negative int codes: a radix sort when they fit 16 bits."""
-    if len(codes) and codes.max() < 1 << 16:
-        codes = codes.astype(np.uint16)
+    """The stable order that groups equal non-negative int codes: a radix sort when they span 16 bits."""
+    if len(codes):
+        lo = codes.min()
+        if codes.max() - lo < 1 << 16:
+            codes = (codes - lo).astype(np.uint16)
     return np.argsort(codes, kind="stable")
 
 

@@ -20,7 +20,7 @@ once per flush (before every snapshot); an engine opened on a backend reads ever
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -92,6 +92,9 @@ class SessionTable(SessionRules):
 
     STATE = TABLE_STATE
     LAYOUT = "session-table"
+    BULK_KEYS = 1 << 16
+    """The span of key codes merged in bulk at a time: an epoch's bulk work in parts keeps its working
+    arrays (a few hundred bytes a key) small next to the table, and each part's codes sort by radix."""
 
     def __init__(self, gap: int, lateness: int, backend: KeyedStateBackend, state: ValueState,
                  timers: InternalTimerService, sink: WindowSink, add: Callable[[Any, Any], Any],
@@ -176,8 +179,9 @@ class SessionTable(SessionRules):
         old_codes, old = old_codes[by], np.take(old, by, axis=0)
         fast_rows = rows[~slow[c]]
         fast = present_codes(codes[fast_rows]) if len(fast_rows) else np.zeros(0, np.int64)
-        if len(fast) and not self._bulk(codes, ts, fast_rows, fast, slots, old_codes, old, fold_packed):
-            slow[fast] = True  # values that do not pack: these keys go record by record too
+        for part, part_rows in self._parts(codes, fast_rows, fast):
+            if not self._bulk(codes, ts, part_rows, part, slots, old_codes, old, fold_packed):
+                slow[part] = True  # values that do not pack: these keys go record by record too
         self._by_records(keys, codes, ts, rows, slow, slots, distinct, refused, old_codes, old, value_of, wm)
         self._settle()
         self._dirty[self._slots.groups[held]] = True
@@ -211,6 +215,20 @@ class SessionTable(SessionRules):
             at = known[new]
             slots[at] = self._slots.add(groups[at], kb.take(new))
         return codes, distinct, slots, refused
+
+    def _parts(self, codes: np.ndarray, rows: np.ndarray, fast: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(keys, their records)`` of the keys ``fast`` (ascending codes) whose records are ``rows``, in
+        parts of codes ``[i * BULK_KEYS, (i + 1) * BULK_KEYS)`` (in bulk no key emits: parts are independent)."""
+        if not len(fast):
+            return
+        part = fast // self.BULK_KEYS
+        cuts = np.flatnonzero(part[1:] != part[:-1]) + 1
+        if not len(cuts):
+            yield fast, rows
+            return
+        row_part = codes[rows] // self.BULK_KEYS
+        for keys in np.split(fast, cuts):
+            yield keys, rows[row_part == keys[0] // self.BULK_KEYS]
 
     def _bulk(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, fast: np.ndarray, slots: np.ndarray,
               old_codes: np.ndarray, old: np.ndarray, fold_packed: PackedFold | None) -> bool:
