@@ -46,9 +46,12 @@ from .warmup import warm_up_workers
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
-             "host_idle_timeout")
+             "host_idle_timeout", "state_hosts")
 STATE_HOSTS = ("process", "worker")
 DEFAULT_HOST_IDLE_TIMEOUT = "10m"
+CORES_PER_HOST = 4
+"""A state host runs one task at a time, and the operator is about a sixth of an epoch's work (measured
+at 1M users on ``local[2]``): one host keeps up with four cores' Spark work at least."""
 DEFAULT_MAX_AHEAD = "7d"
 _TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
 """Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
@@ -87,13 +90,22 @@ def _spark_settings(spark: Any) -> dict[str, str]:
 def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -> tuple[StateConfig, dict[str, str]]:
     """State config from defaults (rocksdb), then ``spark.statekit.*``, then ``config``; plus the
     job-level Spark settings (``checkpoint``, ``partitions``, ``retain``, ``cache_size``, ``state_host``,
-    ``host_idle_timeout``...)."""
+    ``host_idle_timeout``, ``state_hosts``...)."""
     settings = _spark_settings(spark)
     job = {k: settings.pop(k) for k in _JOB_KEYS if k in settings}
     data: dict[str, Any] = {"backend": "rocksdb", **settings}
     if config is not None:
         data.update(config.to_dict() if isinstance(config, StateConfig) else dict(config))
     return StateConfig.from_dict(data), job
+
+
+def default_state_hosts(spark: Any) -> int:
+    """State hosts a machine by default: one per ``CORES_PER_HOST`` cores of an executor (a local master:
+    its task slots), at least one."""
+    cores = spark.conf.get("spark.executor.cores", None)
+    if cores is None:
+        cores = spark.sparkContext.defaultParallelism if spark.sparkContext.master.startswith("local[") else 1
+    return max(1, int(cores) // CORES_PER_HOST)
 
 
 class EpochRunner:
@@ -277,6 +289,10 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     host_idle_ms = to_millis(settings.get("host_idle_timeout", DEFAULT_HOST_IDLE_TIMEOUT), "spark.statekit.host_idle_timeout")
     if host_idle_ms <= 0:
         raise ValueError(f"spark.statekit.host_idle_timeout={settings['host_idle_timeout']!r}: expected a duration > 0")
+    hosts = settings.get("state_hosts", "auto")
+    hosts = str(default_state_hosts(spark)) if hosts == "auto" else hosts
+    if not hosts.isdigit() or int(hosts) < 1:
+        raise ValueError(f"spark.statekit.state_hosts={hosts!r}: expected a whole number >= 1 or 'auto'")
     if isinstance(result_schema, str):
         result_schema = _parse_datatype_string(result_schema)
     if not isinstance(result_schema, StructType):
@@ -290,7 +306,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                   to_arrow_schema(routed_schema(selected.schema)), to_arrow_schema(result_schema),
                   to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), files,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None,
-                  state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"))
+                  state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"), int(hosts))
     probe = operator_factory()  # the driver's copy: checked and described before anything runs
     if not isinstance(probe, KeyedOperator):
         raise TypeError(f"operator_factory {operator_factory!r} returned a {type(probe).__name__}, not a "

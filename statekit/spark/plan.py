@@ -44,10 +44,10 @@ class JobPlan:
     ``row_columns``, the columns that make a record's row (in the user's order). The schemas are
     pyarrow schemas of the routed input, the results, the late side output (the row's columns and
     a ``reason``) and the invalid side output (``columns`` and a ``reason``). ``state_host``: where
-    a partition's state stays open between epochs, ``process`` (its state host on the machine, see
-    ``host``; one ends after ``host_idle_seconds`` without a task) or ``worker`` (the Python worker that
-    ran the epoch, up to ``cache_size`` partitions each); ``app_id``: the Spark application, whose
-    hosts they are."""
+    a partition's state stays open between epochs, ``process`` (a state host on the machine, see
+    ``host``: partition ``i`` goes to host ``i % state_hosts``, which keeps every partition it is given;
+    one ends after ``host_idle_seconds`` without a task) or ``worker`` (the Python worker that ran the
+    epoch, up to ``cache_size`` partitions each); ``app_id``: the Spark application, whose hosts they are."""
 
     operator_id: str
     operator_factory: Callable[[], Any]
@@ -68,6 +68,11 @@ class JobPlan:
     state_host: str = "process"
     host_idle_seconds: float = 600.0
     app_id: str = ""
+    state_hosts: int = 1
+
+    def slots_kept(self) -> int:
+        """How many partitions' state one process keeps open: a host, all it is given; a worker, ``cache_size``."""
+        return -(-self.partitions // self.state_hosts) if self.state_host == "process" else self.cache_size
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ..checkpoint import CheckpointStore
 from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
 from ..operators import KeyedOperator, Output
+from .memory import release_free_memory
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import TS
 from .results import output_table, parts_table
@@ -122,8 +123,13 @@ def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) 
 def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> None:
     """Keep ``slot`` for the next epoch; the least recently used slots beyond the bound are closed."""
     _SLOTS[_cache_key(job, store, kgs)] = slot
-    while len(_SLOTS) > job.cache_size:
+    while len(_SLOTS) > job.slots_kept():
         _SLOTS.popitem(last=False)[1].close()
+
+
+def kept_slots() -> int:
+    """How many slots this process keeps open for a next epoch."""
+    return len(_SLOTS)
 
 
 def close_all() -> None:
@@ -156,6 +162,7 @@ class LocalRun:
         timestamps = valid.column(TS).to_numpy()
         # Arrow in: the operator makes Python values only of what it hands to Python code
         op.process_columns(valid.column(job.columns[0]), timestamps, [valid.column(c) for c in job.row_columns])
+        release_free_memory()  # the records' working memory, freed: the watermark's fires do not stack on it
         if self.epoch.watermark is not None:
             op.process_watermark(self.epoch.watermark)
         results = parts_table(out.drain_parts(), job.result_schema, "result")
@@ -172,6 +179,7 @@ class LocalRun:
         a final epoch, close it: the run is over and every window fired; a later run restores)."""
         slot = self.slot
         assert slot is not None, "commit before process"
+        release_free_memory()  # nor the snapshot's pages on the epoch's fires and outputs
         committed = self.store.commit(self.job.operator_id, self.epoch.epoch, slot.backend,
                                       metadata={"operator": slot.operator.snapshot_metadata(), "max_ts": max_ts,
                                                 **self.epoch.extra})

@@ -17,7 +17,6 @@ import uuid
 from typing import Any, Iterable, Iterator
 
 from ..checkpoint import Storage
-from ..keygroups import key_groups_for_partition
 from ..operators import gc_paused
 from .errors import InjectedFault
 from .host import HostedRun, executor_pid
@@ -88,9 +87,8 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
     del rows, why
     order = pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")])  # replay-stable order
     valid = valid.select([*job.columns, TS]).take(order)  # what the operator reads: no routing columns
-    kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
     t1 = time.perf_counter()
-    run = HostedRun(job, epoch, index, kgs) if job.state_host == "process" else LocalRun(job, epoch, index)
+    run = HostedRun(job, epoch, index) if job.state_host == "process" else LocalRun(job, epoch, index)
     try:
         with gc_paused():  # no collections mid-epoch (in the snapshot either); one at its end
             done = run.process(valid)

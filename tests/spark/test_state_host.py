@@ -1,7 +1,9 @@
 """State hosts (issue 13): a partition's state stays open in its host whichever Python worker runs the
-task, so every steady epoch takes the fast path; a host killed between epochs is started again and
-restores; ``state_host=worker`` keeps the state in the workers; a host ends after its run's final epoch,
-with its executor or when idle, and leaves nothing behind."""
+task, so every steady epoch takes the fast path; one host a machine serves every partition by default
+(``state_hosts`` more); a host killed between epochs is started again and its partitions restore;
+``state_host=worker`` keeps the state in the workers; a host ends after the final epoch of the last
+partition it keeps, with its executor or when idle, and leaves nothing behind; a task whose host ended
+before taking it starts another."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from multiprocessing import Pipe
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -17,6 +22,8 @@ import pytest
 from statekit.checkpoint import CheckpointStore
 from statekit.jobs import sessionize
 from statekit.spark import host
+from statekit.spark.api import default_state_hosts
+from statekit.spark.plan import EpochPlan
 from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
 
 pytestmark = pytest.mark.spark
@@ -38,11 +45,11 @@ def run(spark, input_dir, out, backend, final=True):
                       watermark_delay=DELAY, aggs=["sum:value", "count"], backend=backend, partitions=2, final=final)
 
 
-def _hosts(spark, checkpoint) -> list[str]:
-    """Socket paths of the hosts of every partition of the checkpoint's operators in this application."""
+def _hosts(spark, checkpoint, count: int = 1) -> list[str]:
+    """Socket paths of hosts ``0..count-1`` of the checkpoint's operators in this application."""
     store, app = CheckpointStore(str(checkpoint)), spark.conf.get("spark.app.id")
-    return [os.path.join(host.runtime_dir(), host.host_name(app, op, str(checkpoint), kgs)) + ".sock"
-            for op in store.operators() for kgs in store.partitions(op)]
+    return [os.path.join(host.runtime_dir(), host.host_name(app, op, str(checkpoint), number)) + ".sock"
+            for op in store.operators() for number in range(count)]
 
 
 def _host_process(sock: str) -> psutil.Process:
@@ -80,27 +87,119 @@ def test_every_steady_epoch_takes_the_fast_path_and_the_hosts_end_after_the_fina
         time.sleep(0.05)
 
 
-def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sample, reference, tmp_path):
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sample, reference, tmp_path, hosts):
+    """One host (the default) serves both partitions; with ``state_hosts=2`` each has its own, and a
+    kill costs only the victim's partition a restore."""
     growing, out = tmp_path / "in", tmp_path / "out"
     growing.mkdir()
     files = sorted(sample.iterdir())
     for f in files[:2]:
         (growing / f.name).write_bytes(f.read_bytes())
-    run(spark, growing, out, "heap", final=False)
-    socks = _hosts(spark, out / "_checkpoint")
-    assert len(_hosts_of(socks)) == 2  # a run that is not final leaves its hosts open for the next one
-    victim = _host_process(socks[0])
-    assert victim.environ().get("MIMALLOC_PURGE_DELAY") == "0"  # started with Arrow's pages purged at once
-    assert not [m.path for m in victim.memory_maps() if "/pandas/" in m.path]  # two epochs run, pandas never loaded
-    victim.send_signal(signal.SIGKILL)  # leaves its socket file behind
-    _gone(victim)
-    assert os.path.exists(socks[0])
-    for f in files[2:]:
-        (growing / f.name).write_bytes(f.read_bytes())
-    summary = run(spark, growing, out, "heap")
+    spark.conf.set("spark.statekit.state_hosts", str(hosts))
+    try:
+        run(spark, growing, out, "heap", final=False)
+        socks = _hosts(spark, out / "_checkpoint", hosts)
+        assert len(_hosts_of(socks)) == hosts  # a run that is not final leaves its hosts open for the next one
+        victim = _host_process(socks[0])
+        assert victim.environ().get("MIMALLOC_PURGE_DELAY") == "0"  # started with Arrow's pages purged at once
+        assert not [m.path for m in victim.memory_maps() if "/pandas/" in m.path]  # two epochs run, pandas never loaded
+        victim.send_signal(signal.SIGKILL)  # leaves its socket file behind
+        _gone(victim)
+        assert os.path.exists(socks[0])
+        for f in files[2:]:
+            (growing / f.name).write_bytes(f.read_bytes())
+        summary = run(spark, growing, out, "heap")
+    finally:
+        spark.conf.unset("spark.statekit.state_hosts")
     assert output_rows(spark, out) == reference
-    assert summary.epochs[0]["fast_path_partitions"] == 1  # the other partition's host kept its state
-    assert all(m["fast_path_partitions"] == 2 for m in summary.epochs[1:])  # the victim's was started again
+    assert summary.epochs[0]["fast_path_partitions"] == 2 - 2 // hosts  # the other host's partition kept its state
+    assert all(m["fast_path_partitions"] == 2 for m in summary.epochs[1:])  # the victim's were started again
+
+
+def test_a_final_epoch_on_a_new_host_ends_it_and_loses_no_task(spark, sample, reference, tmp_path):
+    """A new host keeps no state: the first partition's final commit leaves it none and it ends while the
+    other partition's task waits for it; that task starts another host."""
+    out = tmp_path / "out"
+    run(spark, sample, out, "heap", final=False)
+    victim = _host_process(_hosts(spark, out / "_checkpoint")[0])
+    victim.send_signal(signal.SIGKILL)
+    _gone(victim)
+    first = _last_stage(spark, "before")
+    summary = run(spark, sample, out, "heap")  # no new input: the final epoch only, both partitions restoring
+    stages = range(first + 1, _last_stage(spark, "after"))
+    assert output_rows(spark, out) == reference
+    assert [m["fast_path_partitions"] for m in summary.epochs] == [0]
+    tracker = spark.sparkContext.statusTracker()
+    assert sum(info.numFailedTasks for info in map(tracker.getStageInfo, stages) if info is not None) == 0
+
+
+def _last_stage(spark, group: str) -> int:
+    """The id of the stage of a one-task job run now (stage ids grow through the application)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        spark.range(1).collect()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker = sc.statusTracker()
+    return max(stage for job in tracker.getJobIdsForGroup(group) for stage in tracker.getJobInfo(job).stageIds)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_number_of_state_hosts_that_is_not_a_whole_number_of_at_least_one_is_refused(spark, sample, tmp_path, value):
+    spark.conf.set("spark.statekit.state_hosts", value)
+    try:
+        with pytest.raises(ValueError, match=rf"spark.statekit.state_hosts='{value}': expected a whole number >= 1 or 'auto'"):
+            run(spark, sample, tmp_path / "out", "heap")
+    finally:
+        spark.conf.unset("spark.statekit.state_hosts")
+
+
+@pytest.mark.parametrize("master,slots,cores,hosts", [
+    ("local[2]", 2, None, 1), ("local[8]", 8, None, 2), ("local[*,4]", 12, None, 3),
+    ("local-cluster[2,1,1024]", 2, None, 1), ("yarn", 40, None, 1), ("yarn", 40, "16", 4), ("yarn", 40, "3", 1)])
+def test_the_default_is_a_state_host_per_four_executor_cores(master, slots, cores, hosts):
+    conf = {"spark.executor.cores": cores} if cores else {}
+    spark = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: conf.get(key, default)),
+                            sparkContext=SimpleNamespace(master=master, defaultParallelism=slots))
+    assert default_state_hosts(spark) == hosts
+
+
+def _ended_host() -> object:
+    """A connection to a host that stopped listening with it waiting: closed before a word."""
+    ours, theirs = Pipe()
+    theirs.close()
+    return ours
+
+
+def _live_host(seen: list) -> object:
+    """A connection to a host that takes the task."""
+    ours, theirs = Pipe()
+
+    def serve():
+        seen.append(theirs.recv())
+        theirs.send(host.TAKEN)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return ours
+
+
+def test_a_task_whose_host_ended_before_taking_it_starts_another(monkeypatch):
+    seen: list = []
+    made = iter([_ended_host(), _live_host(seen)])
+    monkeypatch.setattr(host, "_connect", lambda job, number: next(made))
+    run_ = host.HostedRun(SimpleNamespace(state_hosts=1), EpochPlan(3, 2, None), 1)
+    run_._begin(("task",))
+    assert seen == [("task",)]
+
+
+def test_a_task_whose_new_host_ends_too_fails_naming_the_host_and_epoch(monkeypatch):
+    made = iter([_ended_host(), _ended_host()])
+    monkeypatch.setattr(host, "_connect", lambda job, number: next(made))
+    run_ = host.HostedRun(SimpleNamespace(state_hosts=2), EpochPlan(3, 2, None), 1)
+    with pytest.raises(host.HostError, match="state host 1 of partition 1 did not take epoch 3"):
+        run_._begin(("task",))
 
 
 def test_state_host_worker_keeps_the_state_in_the_workers(spark, sample, reference, tmp_path):
