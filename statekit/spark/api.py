@@ -33,7 +33,7 @@ from ..checkpoint import CheckpointError, JobRecord
 from ..config import StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
-from ..operators import KeyedOperator
+from ..operators import KeyedOperator, state_layout_of
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
 from .errors import InputError, StopRequested
@@ -49,9 +49,9 @@ _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "s
              "host_idle_timeout", "state_hosts")
 STATE_HOSTS = ("process", "worker")
 DEFAULT_HOST_IDLE_TIMEOUT = "10m"
-CORES_PER_HOST = 4
-"""A state host runs one task at a time, and the operator is about a sixth of an epoch's work (measured
-at 1M users on ``local[2]``): one host keeps up with four cores' Spark work at least."""
+CORES_PER_TABLE_HOST = 4
+"""A state host runs one task at a time, and the session table's operator is about a sixth of an epoch's
+work (measured at 1M users on ``local[2]``): one host keeps up with four cores' Spark work at least."""
 DEFAULT_MAX_AHEAD = "7d"
 _TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
 """Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
@@ -99,13 +99,14 @@ def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -
     return StateConfig.from_dict(data), job
 
 
-def default_state_hosts(spark: Any) -> int:
-    """State hosts a machine by default: one per ``CORES_PER_HOST`` cores of an executor (a local master:
-    its task slots), at least one."""
+def default_state_hosts(spark: Any, table: bool) -> int:
+    """State hosts a machine by default: for an operator of the session table (``table``), one per
+    ``CORES_PER_TABLE_HOST`` cores of an executor (a local master: its task slots); for any other, one
+    per core (its Python work, record by record, is most of an epoch: hosts shared would hold it back)."""
     cores = spark.conf.get("spark.executor.cores", None)
     if cores is None:
         cores = spark.sparkContext.defaultParallelism if spark.sparkContext.master.startswith("local[") else 1
-    return max(1, int(cores) // CORES_PER_HOST)
+    return max(1, int(cores) // (CORES_PER_TABLE_HOST if table else 1))
 
 
 class EpochRunner:
@@ -289,8 +290,13 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     host_idle_ms = to_millis(settings.get("host_idle_timeout", DEFAULT_HOST_IDLE_TIMEOUT), "spark.statekit.host_idle_timeout")
     if host_idle_ms <= 0:
         raise ValueError(f"spark.statekit.host_idle_timeout={settings['host_idle_timeout']!r}: expected a duration > 0")
+    probe = operator_factory()  # the driver's copy: checked and described before anything runs
+    if not isinstance(probe, KeyedOperator):
+        raise TypeError(f"operator_factory {operator_factory!r} returned a {type(probe).__name__}, not a "
+                        f"statekit.operators.KeyedOperator (WindowOperator, KeyedProcessOperator or a subclass)")
     hosts = settings.get("state_hosts", "auto")
-    hosts = str(default_state_hosts(spark)) if hosts == "auto" else hosts
+    if hosts == "auto":
+        hosts = str(default_state_hosts(spark, state_layout_of(probe.describe()) == "table"))
     if not hosts.isdigit() or int(hosts) < 1:
         raise ValueError(f"spark.statekit.state_hosts={hosts!r}: expected a whole number >= 1 or 'auto'")
     if isinstance(result_schema, str):
@@ -307,10 +313,6 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                   to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), files,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None,
                   state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"), int(hosts))
-    probe = operator_factory()  # the driver's copy: checked and described before anything runs
-    if not isinstance(probe, KeyedOperator):
-        raise TypeError(f"operator_factory {operator_factory!r} returned a {type(probe).__name__}, not a "
-                        f"statekit.operators.KeyedOperator (WindowOperator, KeyedProcessOperator or a subclass)")
     fields = {f.name: f.dataType.simpleString() for f in selected.schema.fields}
     description = {
         "operator_id": operator_id, "operator": probe.describe(), "statekit": _version(),

@@ -156,14 +156,25 @@ def test_a_number_of_state_hosts_that_is_not_a_whole_number_of_at_least_one_is_r
         spark.conf.unset("spark.statekit.state_hosts")
 
 
-@pytest.mark.parametrize("master,slots,cores,hosts", [
-    ("local[2]", 2, None, 1), ("local[8]", 8, None, 2), ("local[*,4]", 12, None, 3),
-    ("local-cluster[2,1,1024]", 2, None, 1), ("yarn", 40, None, 1), ("yarn", 40, "16", 4), ("yarn", 40, "3", 1)])
-def test_the_default_is_a_state_host_per_four_executor_cores(master, slots, cores, hosts):
+@pytest.mark.parametrize("master,slots,cores,table,cells", [
+    ("local[2]", 2, None, 1, 2), ("local[8]", 8, None, 2, 8), ("local[*,4]", 12, None, 3, 12),
+    ("local-cluster[2,1,1024]", 2, None, 1, 1), ("yarn", 40, None, 1, 1), ("yarn", 40, "16", 4, 16),
+    ("yarn", 40, "3", 1, 3)])
+def test_the_default_is_a_state_host_per_four_executor_cores_for_the_table_and_per_core_else(master, slots, cores,
+                                                                                           table, cells):
     conf = {"spark.executor.cores": cores} if cores else {}
     spark = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: conf.get(key, default)),
                             sparkContext=SimpleNamespace(master=master, defaultParallelism=slots))
-    assert default_state_hosts(spark) == hosts
+    assert (default_state_hosts(spark, True), default_state_hosts(spark, False)) == (table, cells)
+
+
+def test_an_operator_of_cells_gets_a_host_per_task_slot_by_default(spark, sample, tmp_path):
+    """The session table shares one host on ``local[2]``; cells, whose operator works record by record,
+    get one per slot."""
+    sessionize(spark, input=str(sample), output=str(tmp_path / "out"), key="user_id", time="ts_ms", gap=GAP,
+               watermark_delay=DELAY, aggs=["count"], backend="heap", partitions=2, state_layout="cells")
+    assert spark.sparkContext.defaultParallelism == 2
+    assert len(_hosts_of(_hosts(spark, tmp_path / "out" / "_checkpoint", 2))) == 2
 
 
 def _ended_host() -> object:
