@@ -8,8 +8,9 @@ Unix socket: the task's worker sends the partition's records, the host runs the 
 state and commits, the worker stages the outputs. So the state stays open for every steady epoch,
 whichever worker runs it, and exactly one copy of it is in memory.
 
-Partition ``i`` goes to host ``i % state_hosts`` (by default a host per four executor cores). A host
-serves one task at a time: its work is the operator's, a small part of an epoch next to Spark's, and one
+Partition ``i`` goes to host ``i % state_hosts`` (by default, for the session table, a host per four
+executor cores; a host per core for other operators, whose Python work is most of an epoch). A host
+serves one task at a time: the session table's work is a small part of an epoch next to Spark's, and one
 process holds its partitions' state plus one epoch's working memory, where a host per partition held a
 Python process and an epoch's peak each (measured at 1M users on ``local[2]``: one host's peak 311-319
 MiB against 475-525 MiB for two).
