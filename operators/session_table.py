@@ -94,7 +94,8 @@ class SessionTable(SessionRules):
     LAYOUT = "session-table"
     BULK_KEYS = 1 << 16
     """The span of key codes merged in bulk at a time: an epoch's bulk work in parts keeps its working
-    arrays (a few hundred bytes a key) small next to the table, and each part's codes sort by radix."""
+    arrays (about 200 bytes a key, profiled at 500k keys) small next to the table, and each part's codes
+    sort by radix."""
 
     def __init__(self, gap: int, lateness: int, backend: KeyedStateBackend, state: ValueState,
                  timers: InternalTimerService, sink: WindowSink, add: Callable[[Any, Any], Any],
