@@ -103,9 +103,11 @@ class HostedRun:
     def process(self, valid: Any) -> Processed:
         from pyspark import cloudpickle  # the operator factory may be a closure of the user's script
 
-        self._begin((cloudpickle.dumps(self.job), self.epoch, self.index, list(sys.path)))
+        task = (cloudpickle.dumps(self.job), self.epoch, self.index, list(sys.path))
+        release_free_memory()  # a worker waits for its host (busy with another task), then while it works:
+        self._begin(task)      # at the size of its records, not of the copies that made them
         send_table(self.conn, valid)
-        release_free_memory()  # the worker waits while its host works: not at the size of its input's copies
+        release_free_memory()  # nor of the buffer that sent them
         return self._reply()
 
     def _begin(self, task: tuple) -> None:

@@ -6,6 +6,7 @@ import os
 import sys
 from typing import Any, Mapping
 
+from .daemon import MODULE as DAEMON_MODULE
 from .java import find_java
 
 DEFAULT_MASTER = "local[*,4]"  # local mode retries a failed task up to 4 times, like a cluster
@@ -23,7 +24,8 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         builder = builder.master(master or DEFAULT_MASTER)
     builder = (builder.config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4"))
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.python.daemon.module", DAEMON_MODULE))  # workers fork with statekit loaded
     for k, v in (conf or {}).items():
         builder = builder.config(k, str(v))
     spark = builder.getOrCreate()

@@ -40,11 +40,9 @@ def warm_up_workers(spark: Any) -> threading.Thread | None:
 
 
 def _import_task_modules(batches: Iterable[Any]) -> Iterator[Any]:
-    """mapInArrow function: what an epoch's router and tasks import, imported in this worker (pandas
-    deferred: a worker that runs only statekit's tasks never loads it)."""
-    from . import records, tasks  # noqa: F401
-    from .lazy_pandas import defer_pandas
+    """mapInArrow function: what an epoch's router and tasks import, imported in this worker (already
+    there when the worker was forked from statekit's daemon)."""
+    from .daemon import preload_task_modules
 
-    defer_pandas()
-
+    preload_task_modules()
     yield from batches

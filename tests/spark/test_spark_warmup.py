@@ -1,6 +1,6 @@
 """The worker warm-up: in a new application, one background job per application leaves the Python
 workers with the epoch tasks' modules imported (a fresh interpreter: the test session's workers have
-imported everything already)."""
+imported everything already; Spark's own daemon: statekit's forks workers with them loaded)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ SCRIPT = '''
 import json, os, sys
 from statekit.spark import spark_session, warm_up_workers
 
-spark = spark_session("local[1]", {"spark.python.worker.reuse": "true"})
+spark = spark_session("local[1]", {"spark.python.worker.reuse": "true",
+                               "spark.python.daemon.module": "pyspark.daemon"})  # Spark's: workers start empty
 first = warm_up_workers(spark)
 first.join(300)
 again = warm_up_workers(spark)

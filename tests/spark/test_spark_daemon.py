@@ -1,0 +1,79 @@
+"""statekit's Python daemon: workers forked from it find the task modules loaded before any task ran
+(a fresh interpreter and application: the test session's workers have imported everything already);
+Spark's own daemon, set by the user, still runs them; a failed preload leaves the daemon running."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+
+import pytest
+
+from statekit.spark import daemon
+
+SCRIPT = '''
+import json, sys
+from statekit.spark import spark_session
+
+MODULES = ("statekit.spark.tasks", "statekit.spark.records", "statekit.operators.session_table")
+
+
+def probe(batches):
+    import os
+    import pyarrow as pa
+    loaded = [m in sys.modules for m in MODULES]  # before this task imports anything of statekit
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        parent = f.read().replace(b"\\0", b" ").decode()
+    for _ in batches:
+        yield pa.RecordBatch.from_pydict({"loaded": [all(loaded)], "parent": [parent]})
+
+
+got = {}
+for name, conf in (("statekit", {}), ("spark", {"spark.python.daemon.module": "pyspark.daemon"})):
+    spark = spark_session("local[1]", conf)
+    row = spark.range(0, 1, 1, 1).mapInArrow(probe, "loaded boolean, parent string").collect()[0]
+    got[name] = {"loaded": row.loaded, "parent": row.parent}
+    spark.stop()
+print(json.dumps(got))
+'''
+
+
+@pytest.mark.spark
+def test_workers_fork_with_the_task_modules_loaded_unless_the_user_names_another_daemon():
+    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["statekit"]["loaded"] and daemon.MODULE in got["statekit"]["parent"]
+    assert not got["spark"]["loaded"] and "pyspark.daemon" in got["spark"]["parent"]
+
+
+def test_a_failed_preload_is_reported_and_the_daemon_runs(monkeypatch, capsys):
+    ran = []
+
+    def broken() -> None:
+        raise ImportError("no module named 'users_lib'")
+
+    monkeypatch.setattr(daemon, "preload_task_modules", broken)
+    monkeypatch.setattr("pyspark.daemon.manager", lambda: ran.append(True))
+    monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "unset below")  # restored (unset) after the test
+    monkeypatch.delenv("MIMALLOC_PURGE_DELAY")
+    try:
+        daemon.main()
+    finally:
+        gc.unfreeze()
+    assert ran == [True]
+    assert daemon.os.environ["MIMALLOC_PURGE_DELAY"] == "0"  # workers' Arrow pool returns freed pages at once
+    assert "preloading task modules failed: ImportError: no module named 'users_lib'" in capsys.readouterr().err
+
+
+def test_the_daemon_keeps_a_users_allocator_setting(monkeypatch):
+    monkeypatch.setattr(daemon, "preload_task_modules", lambda: None)
+    monkeypatch.setattr("pyspark.daemon.manager", lambda: None)
+    monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "250")
+    try:
+        daemon.main()
+    finally:
+        gc.unfreeze()
+    assert daemon.os.environ["MIMALLOC_PURGE_DELAY"] == "250"
