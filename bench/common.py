@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from statekit import AggregateFunction
 from statekit.clickstream import Click, generate_clickstream
+from statekit.spark.spawner import HOST_NAME, SPAWNER_NAME
 
 MIB = 1 << 20
 GAP_MS = 30_000
@@ -44,7 +45,9 @@ class TreeSampler(threading.Thread):
     """Samples the memory of ``pid`` and all its descendants every ``interval`` seconds until stopped;
     keeps the peak of the sum over the tree and of each role's sum. Python workers, forked from Spark's
     daemon and sharing its pages, count their PSS (their share of shared pages), so that they are not
-    counted twice; every other process (the root, the JVM, state hosts: started, not forked) its RSS.
+    counted twice, and so do state hosts forked by statekit's spawner (named ``HOST_NAME``, the spawner
+    ``SPAWNER_NAME``: both forks of the daemon); every other process (the root, the JVM, hosts started
+    as new interpreters) its RSS.
     PSS costs a walk of the process's page tables (~10 ms for a 1 GiB process), RSS a read of
     ``statm``: the sampler keeps its own CPU use small next to what it measures, on either side.
     A JVM's child still running the JVM itself (same command line) is the JVM starting a command:
@@ -58,17 +61,22 @@ class TreeSampler(threading.Thread):
         self.peak = PeakRSS()
         self._stop_event = threading.Event()
 
-    def _role(self, p: psutil.Process) -> str | None:
-        """``p``'s role; None for a JVM's child between vfork and exec (its memory is the JVM's)."""
+    def _role(self, p: psutil.Process) -> tuple[str, bool] | None:
+        """``p``'s role and whether it is a fork sharing its daemon's pages (counted by PSS); None for a
+        JVM's child between vfork and exec (its memory is the JVM's)."""
         if p.pid == self.root.pid:
-            return PYTHON
+            return PYTHON, False
         parent = p.parent()
         if parent is not None and parent.name().startswith("java") and p.cmdline() == parent.cmdline():
             return None
         name = p.name()  # read each time: a launcher shell may exec into java under the same pid
+        if name in (HOST_NAME, SPAWNER_NAME):
+            return HOSTS, True
         if name.startswith("python") and any("statekit.spark.host" in a for a in p.cmdline()):
-            return HOSTS
-        return JVM if name.startswith("java") else WORKERS if name.startswith("python") else OTHER
+            return HOSTS, False
+        if name.startswith("python"):
+            return WORKERS, True
+        return (JVM if name.startswith("java") else OTHER), False
 
     def sample(self) -> None:
         try:
@@ -78,10 +86,11 @@ class TreeSampler(threading.Thread):
         sums: dict[str, int] = {}
         for p in procs:
             try:
-                role = self._role(p)
-                if role is None:
+                found = self._role(p)
+                if found is None:
                     continue
-                mem = p.memory_full_info().pss if role == WORKERS else p.memory_info().rss
+                role, forked = found
+                mem = p.memory_full_info().pss if forked else p.memory_info().rss
                 sums[role] = sums.get(role, 0) + mem
             except psutil.Error:  # exited between listing and reading
                 continue

@@ -5,7 +5,8 @@ each worker (copy-on-write), what a worker imports after the fork is its own. Sp
 imports almost nothing, so each worker held its own copy of pyarrow, numpy, pyspark's worker and
 statekit: measured about 40 MiB of private memory a worker, against 1 MiB forked from a daemon that
 had imported them (two workers' PSS with the daemon's: 146 MiB against 97). Workers also start
-sooner. ``spark_session`` names this module in ``spark.python.daemon.module``; a session made
+sooner. It also forks the host spawner (``spawner``), so that state hosts share those pages too.
+``spark_session`` names this module in ``spark.python.daemon.module``; a session made
 otherwise can set it the same way.
 
 Spark's daemon forks only while no thread of its own is busy: the threads these imports start
@@ -47,6 +48,13 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001 -- the tasks report it where it matters
         print(f"statekit daemon: preloading task modules failed: {type(e).__name__}: {e}", file=sys.stderr)
     gc.freeze()  # the workers' collections then never walk (and so never copy) the preloaded objects
+    try:
+        from .host import runtime_dir
+        from .spawner import start_spawner
+
+        start_spawner(runtime_dir())
+    except Exception as e:  # noqa: BLE001 -- workers then start hosts as new interpreters
+        print(f"statekit daemon: no host spawner: {type(e).__name__}: {e}", file=sys.stderr)
     from pyspark.daemon import manager
 
     manager()

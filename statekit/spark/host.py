@@ -6,7 +6,9 @@ the checkpoint. A state host keeps partitions' slots (``slots``) in a process of
 application, operator, checkpoint and host number, which every worker on the machine reaches over a
 Unix socket: the task's worker sends the partition's records, the host runs the operator on its kept
 state and commits, the worker stages the outputs. So the state stays open for every steady epoch,
-whichever worker runs it, and exactly one copy of it is in memory.
+whichever worker runs it, and exactly one copy of it is in memory. Workers forked from statekit's
+daemon have the daemon's spawner fork the host, so it shares the modules the daemon loaded
+(``spawner``); others start it as a new interpreter.
 
 Partition ``i`` goes to host ``i % state_hosts`` (by default, for the session table, a host per four
 executor cores; a host per core for other operators, whose Python work is most of an epoch). A host
@@ -39,13 +41,14 @@ import tempfile
 import time
 import traceback
 from multiprocessing.connection import Client, Connection
-from typing import Any
+from typing import Any, Callable
 
 from ..operators import gc_paused
 from .lazy_pandas import defer_pandas
 from .memory import allocator_environment, release_free_memory
 from .plan import EpochPlan, JobPlan
 from .slots import Commit, LocalRun, Processed, close_all, kept_slots
+from .spawner import spawn
 from .wire import recv_table, send_table
 from .worker_signals import ignore_interrupts
 
@@ -167,21 +170,31 @@ def _connect(job: JobPlan, number: int) -> Connection:
             pass
         if os.path.exists(base + ".sock"):
             os.unlink(base + ".sock")  # left by a host that was killed
-        with open(base + ".log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-c", _MAIN, base + ".sock", str(executor_pid()),
-                                     str(job.host_idle_seconds)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
-                                    env=allocator_environment(os.environ))
+        ended = _start(base, [base + ".sock", str(executor_pid()), str(job.host_idle_seconds)])
         deadline = time.monotonic() + _START_SECONDS
         while True:
             try:
                 return Client(base + ".sock", family="AF_UNIX")
             except (FileNotFoundError, ConnectionRefusedError):
-                if proc.poll() is not None or time.monotonic() > deadline:
+                if ended() or time.monotonic() > deadline:
                     with open(base + ".log", "rb") as f:
                         tail = f.read()[-2000:].decode(errors="replace")
-                    raise HostError(f"state host {base}.sock did not start (exit code {proc.poll()}): {tail}") from None
+                    raise HostError(f"state host {base}.sock did not start: {tail}") from None
                 time.sleep(0.02)
+
+
+def _start(base: str, argv: list[str]) -> Callable[[], bool]:
+    """Start host ``argv`` (``main``'s) logging to ``base.log``: forked by the spawner when this worker has
+    one, else a new interpreter; returns whether it has ended."""
+    log = base + ".log"
+    open(log, "ab").close()  # there for the error message even if the host never starts
+    pid = spawn(argv, log)
+    if pid is not None:
+        return lambda: not _alive(pid)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-c", _MAIN, *argv], stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=out, close_fds=True, env=allocator_environment(os.environ))
+    return lambda: proc.poll() is not None
 
 
 def _alive(pid: int) -> bool:
@@ -232,6 +245,8 @@ def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
     server.bind(path)
     server.listen(16)
     bound = os.stat(path).st_ino
+    with open(path[:-len(".sock")] + ".pid", "w") as f:  # which process serves the socket (ps, tests)
+        f.write(str(os.getpid()))
     last = time.monotonic()
     try:
         while True:
@@ -265,7 +280,7 @@ def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
 
 
 def _retire(base: str, bound: int) -> None:
-    """Remove the host's socket, lock and log, under its lock (a worker starting a host waits); not if
+    """Remove the host's socket, pid file, lock and log, under its lock (a worker starting a host waits); not if
     a worker found this host unreachable and started another in its place."""
     with open(base + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -274,7 +289,7 @@ def _retire(base: str, bound: int) -> None:
                 return
         except FileNotFoundError:
             return
-        for suffix in (".sock", ".log", ".lock"):
+        for suffix in (".sock", ".pid", ".log", ".lock"):
             try:
                 os.unlink(base + suffix)
             except FileNotFoundError:

@@ -1,6 +1,7 @@
 """The benchmarks' memory sampler (``TreeSampler``): each process of a tree counted once in its role; a
 JVM's child caught between vfork and exec (it shares the JVM's memory) not counted at all, while a
-command it spawned and a JVM it started count as themselves."""
+command it spawned and a JVM it started count as themselves; forks of statekit's daemon (workers, the
+spawner and the hosts it forks) count their PSS, a host started as a new interpreter its RSS."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from types import SimpleNamespace
 
 from statekit.bench.common import HOSTS, JVM, OTHER, PYTHON, WORKERS, TreeSampler
+from statekit.spark.spawner import HOST_NAME, SPAWNER_NAME
 
 MIB = 1 << 20
 
@@ -50,12 +52,15 @@ def test_a_jvm_mid_spawn_is_not_a_second_jvm():
     daemon = Proc(6, "python3", ["python3", "-m", "pyspark.daemon"], executor, 40)
     Proc(7, "python3", ["python3", "-m", "pyspark.daemon"], daemon, 80)
     Proc(8, "python3", ["python3", "-c", "from statekit.spark.host import main"], executor, 300)
+    spawned = Proc(9, SPAWNER_NAME, ["python3", "-m", "statekit.spark.daemon"], daemon, 40)
+    Proc(10, HOST_NAME, ["python3", "-m", "statekit.spark.daemon"], spawned, 200)
 
     sampler = TreeSampler(os.getpid())
     sampler.root = root
     assert [sampler._role(p) for p in [root, *root.children(True)]] == [
-        PYTHON, JVM, None, OTHER, JVM, WORKERS, WORKERS, HOSTS]
+        (PYTHON, False), (JVM, False), None, (OTHER, False), (JVM, False), (WORKERS, True), (WORKERS, True),
+        (HOSTS, True), (HOSTS, True), (HOSTS, False)]
     sampler.sample()
     assert sampler.peak.by_role == {PYTHON: 100 * MIB, JVM: 1500 * MIB, OTHER: 2 * MIB,
-                                    WORKERS: 60 * MIB, HOSTS: 300 * MIB}  # workers: their PSS
-    assert sampler.peak.total == 1962 * MIB
+                                    WORKERS: 60 * MIB, HOSTS: 420 * MIB}  # forks: their PSS
+    assert sampler.peak.total == 2082 * MIB

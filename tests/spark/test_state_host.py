@@ -21,7 +21,7 @@ import pytest
 
 from statekit.checkpoint import CheckpointStore
 from statekit.jobs import sessionize
-from statekit.spark import host
+from statekit.spark import host, spawner
 from statekit.spark.api import default_state_hosts
 from statekit.spark.plan import EpochPlan
 from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
@@ -53,7 +53,7 @@ def _hosts(spark, checkpoint, count: int = 1) -> list[str]:
 
 
 def _host_process(sock: str) -> psutil.Process:
-    found = [p for p in psutil.process_iter(["cmdline"]) if sock in (p.info["cmdline"] or [])]
+    found = _hosts_of([sock])
     assert len(found) == 1, f"expected one host serving {sock}, found {found}"
     return found[0]
 
@@ -67,9 +67,17 @@ def _gone(p: psutil.Process) -> None:
 
 
 def _hosts_of(socks: list[str]) -> list[psutil.Process]:
-    """The running host processes serving any of ``socks``."""
-    return [p for p in psutil.process_iter(["cmdline"])
-            if any(s in (p.info["cmdline"] or []) for s in socks) and p.status() != psutil.STATUS_ZOMBIE]
+    """The running host processes serving any of ``socks`` (named in the pid file next to each)."""
+    found = []
+    for sock in socks:
+        try:
+            with open(sock[:-len(".sock")] + ".pid") as f:
+                p = psutil.Process(int(f.read()))
+            if p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (FileNotFoundError, psutil.NoSuchProcess):
+            continue
+    return found
 
 
 @pytest.mark.parametrize("backend", ["heap", "rocksdb"])
@@ -102,7 +110,7 @@ def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sampl
         socks = _hosts(spark, out / "_checkpoint", hosts)
         assert len(_hosts_of(socks)) == hosts  # a run that is not final leaves its hosts open for the next one
         victim = _host_process(socks[0])
-        assert victim.environ().get("MIMALLOC_PURGE_DELAY") == "0"  # started with Arrow's pages purged at once
+        assert victim.name() == spawner.HOST_NAME  # forked by the spawner of statekit's daemon
         assert not [m.path for m in victim.memory_maps() if "/pandas/" in m.path]  # two epochs run, pandas never loaded
         victim.send_signal(signal.SIGKILL)  # leaves its socket file behind
         _gone(victim)

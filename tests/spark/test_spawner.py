@@ -1,0 +1,80 @@
+"""The host spawner: a fork of the daemon that forks state hosts sharing its loaded modules; it ends with
+the daemon; a worker without one (or whose spawner is gone) starts a host as a new interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import psutil
+
+from statekit.spark import host, spawner
+
+DAEMON = '''
+import json, os, sys, time
+from statekit.spark import spawner
+
+directory, sock = sys.argv[1], sys.argv[2]
+spawner.start_spawner(directory)
+pid = spawner.spawn([sock, str(os.getpid()), "1.0"], sock[:-5] + ".log")
+deadline = time.monotonic() + 60
+while not os.path.exists(sock[:-5] + ".pid") and time.monotonic() < deadline:
+    time.sleep(0.05)
+with open(f"/proc/{pid}/comm") as f:
+    name = f.read().strip()
+print(json.dumps({"pid": pid, "name": name, "group": os.getpgid(pid) == os.getpgid(0),
+                  "spawner": os.environ[spawner.SPAWNER_ENV]}), flush=True)
+sys.stdin.read()  # the daemon lives until the test closes its stdin
+'''
+
+
+def _ended(pid: int, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_forked_host_serves_ends_when_idle_and_the_spawner_ends_with_its_daemon(tmp_path):
+    sock = os.path.join(host.runtime_dir(), f"test-spawned-{os.getpid()}.sock")
+    daemon = subprocess.Popen([sys.executable, "-c", DAEMON, str(tmp_path), sock], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        got = json.loads(daemon.stdout.readline())
+        assert got["name"] == spawner.HOST_NAME and got["group"]  # forked, in the daemon's process group
+        assert os.path.exists(got["spawner"])
+        assert _ended(got["pid"])  # idle for its 1 s: it ends and removes its files
+        assert not any(os.path.exists(sock[:-5] + s) for s in (".sock", ".lock", ".log", ".pid"))
+    finally:
+        daemon.stdin.close()
+        daemon.wait(30)
+    deadline = time.monotonic() + 10
+    while os.path.exists(got["spawner"]):  # the spawner sees its daemon gone within a second
+        assert time.monotonic() < deadline, "the spawner outlived its daemon"
+        time.sleep(0.05)
+
+
+def test_without_a_spawner_a_worker_starts_its_host_as_a_new_interpreter(monkeypatch, tmp_path):
+    """No spawner named, or one named that is gone: ``host._connect`` starts ``python -c`` instead."""
+    for value in (None, str(tmp_path / "gone.sock")):
+        if value is None:
+            monkeypatch.delenv(spawner.SPAWNER_ENV, raising=False)
+        else:
+            monkeypatch.setenv(spawner.SPAWNER_ENV, value)
+        assert spawner.spawn(["unused"], str(tmp_path / "unused.log")) is None
+        job = SimpleNamespace(app_id=f"test-{os.getpid()}-{value}", operator_id="op", checkpoint=str(tmp_path),
+                              host_idle_seconds=1.0)
+        conn = host._connect(job, 0)
+        conn.close()
+        base = os.path.join(host.runtime_dir(), host.host_name(job.app_id, "op", str(tmp_path), 0))
+        with open(base + ".pid") as f:
+            started = psutil.Process(int(f.read()))
+        assert base + ".sock" in started.cmdline()
+        assert started.environ().get("MIMALLOC_PURGE_DELAY") == "0"  # Arrow's freed pages go back at once
+        assert _ended(started.pid)
