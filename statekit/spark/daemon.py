@@ -22,10 +22,6 @@ import sys
 
 from .memory import allocator_environment
 
-MODULE = "statekit.spark.daemon"
-"""The value of ``spark.python.daemon.module`` that runs this daemon."""
-
-
 def preload_task_modules() -> None:
     """Import what an epoch's router and tasks use, pandas deferred (a worker that runs only
     statekit's tasks never loads it); Spark's worker loop with them."""

@@ -6,9 +6,11 @@ import os
 import sys
 from typing import Any, Mapping
 
-from .daemon import MODULE as DAEMON_MODULE
 from .java import find_java
 
+DAEMON_MODULE = "statekit.spark.daemon"
+"""``spark.python.daemon.module``: workers forked with statekit loaded (named, not imported: the daemon
+runs it as ``__main__``, which must not find it imported already)."""
 DEFAULT_MASTER = "local[*,4]"  # local mode retries a failed task up to 4 times, like a cluster
 
 

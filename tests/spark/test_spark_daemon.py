@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from statekit.spark import daemon
+from statekit.spark.session import DAEMON_MODULE
 
 SCRIPT = '''
 import json, sys
@@ -44,8 +45,9 @@ print(json.dumps(got))
 def test_workers_fork_with_the_task_modules_loaded_unless_the_user_names_another_daemon():
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
+    assert "found in sys.modules" not in r.stderr  # run as __main__ without being imported first
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got["statekit"]["loaded"] and daemon.MODULE in got["statekit"]["parent"]
+    assert got["statekit"]["loaded"] and DAEMON_MODULE in got["statekit"]["parent"]
     assert not got["spark"]["loaded"] and "pyspark.daemon" in got["spark"]["parent"]
 
 
