@@ -45,10 +45,11 @@ def main() -> None:
         print(f"statekit daemon: preloading task modules failed: {type(e).__name__}: {e}", file=sys.stderr)
     gc.freeze()  # the workers' collections then never walk (and so never copy) the preloaded objects
     try:
+        from .host import main as host_main
         from .host import runtime_dir
         from .spawner import start_spawner
 
-        start_spawner(runtime_dir())
+        start_spawner(runtime_dir(), host_main)
     except Exception as e:  # noqa: BLE001 -- workers then start hosts as new interpreters
         print(f"statekit daemon: no host spawner: {type(e).__name__}: {e}", file=sys.stderr)
     from pyspark.daemon import manager

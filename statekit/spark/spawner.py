@@ -22,10 +22,11 @@ import signal
 import socket
 import sys
 import traceback
-from typing import Sequence
+from typing import Callable, Sequence
 
-SPAWNER_ENV = "STATEKIT_HOST_SPAWNER"
-"""The spawner's socket, set in the daemon's environment before it forks workers."""
+SPAWNER_ENV = "_STATEKIT_HOST_SPAWNER"
+"""The spawner's socket, set in the daemon's environment before it forks workers (not a ``STATEKIT_*``
+setting: ``StateConfig.from_env`` refuses names it does not know)."""
 HOST_NAME, SPAWNER_NAME = "statekit-host", "statekit-spawn"
 """Process names (``/proc/<pid>/comm``) of forked hosts and of the spawner: their command line is the daemon's."""
 _PR_SET_NAME = 15
@@ -39,9 +40,10 @@ def name_process(name: str) -> None:
         pass
 
 
-def start_spawner(directory: str) -> None:
+def start_spawner(directory: str, host_main: Callable[[list[str]], None]) -> None:
     """Fork the spawner from this process (the daemon, before it forks workers), listening in
-    ``directory``, and name its socket in ``SPAWNER_ENV`` for the workers forked from here on."""
+    ``directory``, and name its socket in ``SPAWNER_ENV`` for the workers forked from here on; each host
+    it forks runs ``host_main(argv)``."""
     try:
         os.setpgid(0, 0)  # the group Spark's daemon makes for itself and its workers: hosts join it too
     except OSError:  # already leading its session: it leads its group too
@@ -55,7 +57,7 @@ def start_spawner(directory: str) -> None:
     if os.fork() == 0:
         code = 0
         try:
-            _serve(listener, path)
+            _serve(listener, path, host_main)
         except BaseException:  # noqa: BLE001 -- reported on the executor's stderr; workers start hosts themselves
             traceback.print_exc()
             code = 1
@@ -65,7 +67,7 @@ def start_spawner(directory: str) -> None:
     os.environ[SPAWNER_ENV] = path
 
 
-def _serve(listener: socket.socket, path: str) -> None:
+def _serve(listener: socket.socket, path: str, host_main: Callable[[list[str]], None]) -> None:
     """Fork a host for each request until the daemon ends."""
     name_process(SPAWNER_NAME)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # hosts are reaped as they end
@@ -86,7 +88,7 @@ def _serve(listener: socket.socket, path: str) -> None:
                 if pid == 0:
                     conn.close()
                     listener.close()
-                    _host(argv, log)
+                    _host(argv, log, host_main)
                 conn.sendall(pickle.dumps(pid))
     finally:
         os.unlink(path)
@@ -96,8 +98,8 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(0)  # through ``_serve``'s cleanup
 
 
-def _host(argv: Sequence[str], log: str) -> None:
-    """A forked host's process: its output to ``log``, then ``host.main(argv)``; never returns."""
+def _host(argv: Sequence[str], log: str, host_main: Callable[[list[str]], None]) -> None:
+    """A forked host's process: its output to ``log``, then ``host_main(argv)``; never returns."""
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -106,9 +108,7 @@ def _host(argv: Sequence[str], log: str) -> None:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.close(out)
-        from .host import main
-
-        main(list(argv))
+        host_main(list(argv))
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
@@ -128,7 +128,7 @@ def _recv_all(conn: socket.socket) -> bytes:
 
 
 def spawn(argv: Sequence[str], log: str) -> int | None:
-    """The pid of a host forked with ``argv`` (as ``host.main`` takes it) writing to ``log``; None when
+    """The pid of a host forked with ``argv`` (its ``host_main``'s) writing to ``log``; None when
     this process has no spawner (not forked from statekit's daemon) or it cannot be reached."""
     path = os.environ.get(SPAWNER_ENV)
     if not path:

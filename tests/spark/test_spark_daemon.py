@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from statekit.spark import daemon
+from statekit.spark import daemon, host
 from statekit.spark.session import DAEMON_MODULE
 
 SCRIPT = '''
@@ -51,13 +51,14 @@ def test_workers_fork_with_the_task_modules_loaded_unless_the_user_names_another
     assert not got["spark"]["loaded"] and "pyspark.daemon" in got["spark"]["parent"]
 
 
-def test_a_failed_preload_is_reported_and_the_daemon_runs(monkeypatch, capsys):
+def test_a_failed_preload_is_reported_and_the_daemon_runs_with_its_spawner(monkeypatch, capsys):
     ran = []
 
     def broken() -> None:
         raise ImportError("no module named 'users_lib'")
 
     monkeypatch.setattr(daemon, "preload_task_modules", broken)
+    monkeypatch.setattr("statekit.spark.spawner.start_spawner", lambda directory, main: ran.append((directory, main)))
     monkeypatch.setattr("pyspark.daemon.manager", lambda: ran.append(True))
     monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "unset below")  # restored (unset) after the test
     monkeypatch.delenv("MIMALLOC_PURGE_DELAY")
@@ -65,12 +66,30 @@ def test_a_failed_preload_is_reported_and_the_daemon_runs(monkeypatch, capsys):
         daemon.main()
     finally:
         gc.unfreeze()
-    assert ran == [True]
+    assert ran == [(host.runtime_dir(), host.main), True]  # the spawner forked before Spark's daemon serves
     assert daemon.os.environ["MIMALLOC_PURGE_DELAY"] == "0"  # workers' Arrow pool returns freed pages at once
     assert "preloading task modules failed: ImportError: no module named 'users_lib'" in capsys.readouterr().err
 
 
+def test_a_failed_spawner_is_reported_and_the_daemon_runs(monkeypatch, capsys):
+    ran = []
+
+    def broken(directory: str, main: object) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(daemon, "preload_task_modules", lambda: None)
+    monkeypatch.setattr("statekit.spark.spawner.start_spawner", broken)
+    monkeypatch.setattr("pyspark.daemon.manager", lambda: ran.append(True))
+    try:
+        daemon.main()
+    finally:
+        gc.unfreeze()
+    assert ran == [True]
+    assert "no host spawner: OSError: No space left on device" in capsys.readouterr().err
+
+
 def test_the_daemon_keeps_a_users_allocator_setting(monkeypatch):
+    monkeypatch.setattr("statekit.spark.spawner.start_spawner", lambda directory, main: None)
     monkeypatch.setattr(daemon, "preload_task_modules", lambda: None)
     monkeypatch.setattr("pyspark.daemon.manager", lambda: None)
     monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "250")

@@ -16,10 +16,10 @@ from statekit.spark import host, spawner
 
 DAEMON = '''
 import json, os, sys, time
-from statekit.spark import spawner
+from statekit.spark import host, spawner
 
 directory, sock = sys.argv[1], sys.argv[2]
-spawner.start_spawner(directory)
+spawner.start_spawner(directory, host.main)
 pid = spawner.spawn([sock, str(os.getpid()), "1.0"], sock[:-5] + ".log")
 deadline = time.monotonic() + 60
 while not os.path.exists(sock[:-5] + ".pid") and time.monotonic() < deadline:
