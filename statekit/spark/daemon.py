@@ -22,6 +22,7 @@ import sys
 
 from .memory import allocator_environment
 
+
 def preload_task_modules() -> None:
     """Import what an epoch's router and tasks use, pandas deferred (a worker that runs only
     statekit's tasks never loads it); Spark's worker loop with them."""

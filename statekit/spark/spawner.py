@@ -83,15 +83,27 @@ def _serve(listener: socket.socket, path: str, host_main: Callable[[list[str]], 
                 continue
             conn, _ = listener.accept()
             with conn:
-                argv, log = pickle.loads(_recv_all(conn))
-                pid = os.fork()
-                if pid == 0:
-                    conn.close()
-                    listener.close()
-                    _host(argv, log, host_main)
-                conn.sendall(pickle.dumps(pid))
+                conn.sendall(pickle.dumps(_fork_host(conn, listener, host_main)))
     finally:
         os.unlink(path)
+
+
+def _fork_host(conn: socket.socket, listener: socket.socket, host_main: Callable[[list[str]], None]) -> int | None:
+    """The pid of the host forked for the request on ``conn``; None for a request that is not one (or a
+    fork that failed), reported on stderr: that worker starts its host itself, the spawner serves on."""
+    try:
+        argv, log = pickle.loads(_recv_all(conn))
+        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(log, str)):
+            raise ValueError(f"expected (argv: list[str], log: str), got {type(argv).__name__}, {type(log).__name__}")
+        pid = os.fork()
+    except Exception as e:  # noqa: BLE001 -- one bad request must not end the spawner for every later worker
+        print(f"statekit host spawner: request refused: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return None
+    if pid == 0:
+        conn.close()
+        listener.close()
+        _host(argv, log, host_main)
+    return pid
 
 
 def _stop(signum: int, frame: object) -> None:

@@ -1,6 +1,7 @@
 """Resume and rescale in new applications: each run of `statekit sessionize` is a new interpreter and a
-new SparkSession whose Python workers are never reused, so a restore cannot lean on modules an earlier
-task imported (windows are restored before anything imports the operators)."""
+new SparkSession whose Python workers are never reused and fork from Spark's own daemon (statekit's
+preloads the operators), so a restore cannot lean on modules an earlier task or the daemon imported
+(windows are restored before anything imports the operators); state hosts start as new interpreters."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def _sessionize(inp, out, ckpt, backend, partitions, final=False, layout=None):
             "--checkpoint", str(ckpt), "--key", "user_id", "--time", "ts_ms", "--gap", "30s",
             "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count", "--backend", backend,
             "--partitions", str(partitions), "--master", "local[2]", "--trigger", "available-now",
-            "--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false"]
+            "--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.python.daemon.module=pyspark.daemon"]
     argv += ["--state-layout", layout] if layout else []
     r = subprocess.run(argv + (["--final"] if final else []), capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONHASHSEED": "0"})
@@ -89,7 +91,7 @@ from lazy_factory import Factory
 
 inp, out, ckpt, backend, partitions, final = sys.argv[1:7]
 spark = spark_session("local[2]", {{"spark.python.worker.reuse": "false", "spark.ui.enabled": "false",
-                                   "spark.statekit.backend": backend}})
+                                   "spark.python.daemon.module": "pyspark.daemon", "spark.statekit.backend": backend}})
 df = spark.readStream.option("header", "true").schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(inp)
 run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],
           operator_factory=Factory(), checkpoint=ckpt, output=out, partitions=int(partitions),

@@ -21,7 +21,8 @@ from tests.spark_support import COLUMNS, staged_input
 
 pytestmark = pytest.mark.spark
 
-FRESH = ["--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false"]
+FRESH = ["--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.python.daemon.module=pyspark.daemon"]  # workers start empty: statekit's daemon preloads
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
@@ -166,7 +167,7 @@ from stats_factory import Factory
 
 inp, out, ckpt, backend, version, final = sys.argv[1:7]
 spark = spark_session("local[2]", {"spark.python.worker.reuse": "false", "spark.ui.enabled": "false",
-                                   "spark.statekit.backend": backend})
+                                   "spark.python.daemon.module": "pyspark.daemon", "spark.statekit.backend": backend})
 df = (spark.readStream.option("header", "true").option("maxFilesPerTrigger", 1)
       .schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(inp))
 run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],

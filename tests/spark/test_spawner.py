@@ -20,13 +20,20 @@ from statekit.spark import host, spawner
 
 directory, sock = sys.argv[1], sys.argv[2]
 spawner.start_spawner(directory, host.main)
+import socket
+with socket.socket(socket.AF_UNIX) as bad:  # not a request: refused, and the spawner serves on
+    bad.connect(os.environ[spawner.SPAWNER_ENV])
+    bad.sendall(b"not a pickle")
+    bad.shutdown(socket.SHUT_WR)
+    refused = bad.recv(100)
 pid = spawner.spawn([sock, str(os.getpid()), "1.0"], sock[:-5] + ".log")
 deadline = time.monotonic() + 60
 while not os.path.exists(sock[:-5] + ".pid") and time.monotonic() < deadline:
     time.sleep(0.05)
 with open(f"/proc/{pid}/comm") as f:
     name = f.read().strip()
-print(json.dumps({"pid": pid, "name": name, "group": os.getpgid(pid) == os.getpgid(0),
+import pickle
+print(json.dumps({"refused": pickle.loads(refused), "pid": pid, "name": name, "group": os.getpgid(pid) == os.getpgid(0),
                   "spawner": os.environ[spawner.SPAWNER_ENV]}), flush=True)
 sys.stdin.read()  # the daemon lives until the test closes its stdin
 '''
@@ -42,11 +49,13 @@ def _ended(pid: int, seconds: float = 30) -> bool:
 
 
 def test_a_forked_host_serves_ends_when_idle_and_the_spawner_ends_with_its_daemon(tmp_path):
+    """A request that is not one is refused (None) and reported; the next one still gets its host."""
     sock = os.path.join(host.runtime_dir(), f"test-spawned-{os.getpid()}.sock")
     daemon = subprocess.Popen([sys.executable, "-c", DAEMON, str(tmp_path), sock], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         got = json.loads(daemon.stdout.readline())
+        assert got["refused"] is None
         assert got["name"] == spawner.HOST_NAME and got["group"]  # forked, in the daemon's process group
         assert os.path.exists(got["spawner"])
         assert _ended(got["pid"])  # idle for its 1 s: it ends and removes its files
@@ -54,6 +63,7 @@ def test_a_forked_host_serves_ends_when_idle_and_the_spawner_ends_with_its_daemo
     finally:
         daemon.stdin.close()
         daemon.wait(30)
+    assert "request refused: UnpicklingError" in daemon.stderr.read()
     deadline = time.monotonic() + 10
     while os.path.exists(got["spawner"]):  # the spawner sees its daemon gone within a second
         assert time.monotonic() < deadline, "the spawner outlived its daemon"
