@@ -58,10 +58,13 @@ def start_spawner(directory: str, host_main: Callable[[list[str]], None]) -> Non
         code = 0
         try:
             _serve(listener, path, host_main)
+        except _Stopped:  # hung up or terminated with its daemon's group: a clean stop, nothing to report
+            pass
         except BaseException:  # noqa: BLE001 -- reported on the executor's stderr; workers start hosts themselves
             traceback.print_exc()
             code = 1
         finally:
+            sys.stderr.flush()
             os._exit(code)
     listener.close()
     os.environ[SPAWNER_ENV] = path
@@ -69,10 +72,10 @@ def start_spawner(directory: str, host_main: Callable[[list[str]], None]) -> Non
 
 def _serve(listener: socket.socket, path: str, host_main: Callable[[list[str]], None]) -> None:
     """Fork a host for each request until the daemon ends."""
-    name_process(SPAWNER_NAME)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # hosts are reaped as they end
     signal.signal(signal.SIGHUP, _stop)  # Spark's daemon hangs up its group as it stops
     signal.signal(signal.SIGTERM, _stop)
+    name_process(SPAWNER_NAME)  # after the handlers: a spawner seen by its name stops cleanly
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # the daemon's stdout is how it tells the JVM its port: not written here
@@ -106,8 +109,12 @@ def _fork_host(conn: socket.socket, listener: socket.socket, host_main: Callable
     return pid
 
 
+class _Stopped(Exception):
+    """The spawner was hung up or terminated (Spark's daemon stopping its group): it stops cleanly."""
+
+
 def _stop(signum: int, frame: object) -> None:
-    raise SystemExit(0)  # through ``_serve``'s cleanup
+    raise _Stopped(signum)  # through ``_serve``'s cleanup
 
 
 def _host(argv: Sequence[str], log: str, host_main: Callable[[list[str]], None]) -> None:

@@ -88,3 +88,43 @@ def test_without_a_spawner_a_worker_starts_its_host_as_a_new_interpreter(monkeyp
         assert base + ".sock" in started.cmdline()
         assert started.environ().get("MIMALLOC_PURGE_DELAY") == "0"  # Arrow's freed pages go back at once
         assert _ended(started.pid)
+
+
+HUNG_UP = '''
+import os, sys
+from statekit.spark import spawner
+
+spawner.start_spawner(sys.argv[1], lambda argv: None)
+print(os.environ[spawner.SPAWNER_ENV], flush=True)
+sys.stdin.read()
+'''
+
+
+def test_a_spawner_hung_up_with_its_daemons_group_stops_cleanly(tmp_path):
+    """Spark's daemon stopping hangs up its process group: the spawner removes its socket and ends with no
+    traceback on the executor's stderr (a stop is not a failure)."""
+    import signal
+
+    daemon = subprocess.Popen([sys.executable, "-c", HUNG_UP, str(tmp_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        path = daemon.stdout.readline().strip()
+        [spawned] = psutil.Process(daemon.pid).children()
+        assert _named(spawned)
+        spawned.send_signal(signal.SIGHUP)
+        assert _ended(spawned.pid)
+        assert not os.path.exists(path)
+    finally:
+        daemon.stdin.close()
+        daemon.wait(30)
+    assert daemon.stderr.read() == ""
+
+
+def _named(process: psutil.Process) -> bool:
+    """The spawner names itself once its signal handlers are in place: wait for that."""
+    deadline = time.monotonic() + 10
+    while process.name() != spawner.SPAWNER_NAME:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
