@@ -55,8 +55,9 @@ def test_keys_route_to_their_key_group_partition_and_bad_keys_get_reasons():
 @settings(max_examples=60, deadline=None)
 @given(keys=st.one_of(st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), max_size=40),
                       st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=40)),
-       partitions=st.integers(1, 7))
+       partitions=st.one_of(st.integers(1, 7), st.just(MAX_PAR)))  # MAX_PAR: a partition per key group
 def test_str_and_int_keys_routed_in_bulk_equal_one_at_a_time(keys, partitions):
+    """In bulk and one at a time, keys land alike (with MAX_PAR partitions, on their own key group's)."""
     r = router(partitions=partitions)
     parts, why = r._partitions(pa.array(keys))
     one_by_one = [r._route(k) if k is not None else (0, "null key") for k in keys]
