@@ -5,7 +5,8 @@ each worker (copy-on-write), what a worker imports after the fork is its own. Sp
 imports almost nothing, so each worker held its own copy of pyarrow, numpy, pyspark's worker and
 statekit: measured about 40 MiB of private memory a worker, against 1 MiB forked from a daemon that
 had imported them (two workers' PSS with the daemon's: 146 MiB against 97). Workers also start
-sooner. It also forks the host spawner (``spawner``), so that state hosts share those pages too.
+sooner. Its zip importers are swapped for ones that keep their archive's directory (``zip_importers``).
+It also forks the host spawner (``spawner``), so that state hosts share those pages too.
 ``spark_session`` names this module in ``spark.python.daemon.module``; a session made
 otherwise can set it the same way.
 
@@ -21,6 +22,7 @@ import os
 import sys
 
 from .memory import allocator_environment
+from .zip_importers import stabilize_zip_importers
 
 
 def preload_task_modules() -> None:
@@ -44,6 +46,7 @@ def main() -> None:
         preload_task_modules()
     except Exception as e:  # noqa: BLE001 -- the tasks report it where it matters
         print(f"statekit daemon: preloading task modules failed: {type(e).__name__}: {e}", file=sys.stderr)
+    stabilize_zip_importers()  # pyspark's worker invalidates import caches each task: no zip read again
     gc.freeze()  # the workers' collections then never walk (and so never copy) the preloaded objects
     try:
         from .host import main as host_main

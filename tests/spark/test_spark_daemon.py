@@ -1,5 +1,6 @@
 """statekit's Python daemon: workers forked from it find the task modules loaded before any task ran
-(a fresh interpreter and application: the test session's workers have imported everything already);
+(a fresh interpreter and application: the test session's workers have imported everything already),
+and zip importers that do not read pyspark.zip again at every task;
 Spark's own daemon, set by the user, still runs them; a failed preload leaves the daemon running."""
 
 from __future__ import annotations
@@ -24,18 +25,20 @@ MODULES = ("statekit.spark.tasks", "statekit.spark.records", "statekit.operators
 def probe(batches):
     import os
     import pyarrow as pa
+    import zipimport
     loaded = [m in sys.modules for m in MODULES]  # before this task imports anything of statekit
+    zips = [type(f).__name__ for f in sys.path_importer_cache.values() if isinstance(f, zipimport.zipimporter)]
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
         parent = f.read().replace(b"\\0", b" ").decode()
     for _ in batches:
-        yield pa.RecordBatch.from_pydict({"loaded": [all(loaded)], "parent": [parent]})
+        yield pa.RecordBatch.from_pydict({"loaded": [all(loaded)], "parent": [parent], "zips": [sorted(set(zips))]})
 
 
 got = {}
 for name, conf in (("statekit", {}), ("spark", {"spark.python.daemon.module": "pyspark.daemon"})):
     spark = spark_session("local[1]", conf)
-    row = spark.range(0, 1, 1, 1).mapInArrow(probe, "loaded boolean, parent string").collect()[0]
-    got[name] = {"loaded": row.loaded, "parent": row.parent}
+    row = spark.range(0, 1, 1, 1).mapInArrow(probe, "loaded boolean, parent string, zips array<string>").collect()[0]
+    got[name] = {"loaded": row.loaded, "parent": row.parent, "zips": row.zips}
     spark.stop()
 print(json.dumps(got))
 '''
@@ -49,6 +52,8 @@ def test_workers_fork_with_the_task_modules_loaded_unless_the_user_names_another
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["statekit"]["loaded"] and DAEMON_MODULE in got["statekit"]["parent"]
     assert not got["spark"]["loaded"] and "pyspark.daemon" in got["spark"]["parent"]
+    # pyspark.zip on the workers' path: statekit's daemon hands its workers importers that keep its directory
+    assert got["statekit"]["zips"] == ["StableZipImporter"] and got["spark"]["zips"] == ["zipimporter"]
 
 
 def test_a_failed_preload_is_reported_and_the_daemon_runs_with_its_spawner(monkeypatch, capsys):
