@@ -109,8 +109,9 @@ def _fork_host(conn: socket.socket, listener: socket.socket, host_main: Callable
     return pid
 
 
-class _Stopped(Exception):
-    """The spawner was hung up or terminated (Spark's daemon stopping its group): it stops cleanly."""
+class _Stopped(BaseException):
+    """The spawner was hung up or terminated (Spark's daemon stopping its group): it stops cleanly. Not an
+    ``Exception``: a request's handler, which refuses failed requests and serves on, lets it through."""
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -121,7 +122,8 @@ def _host(argv: Sequence[str], log: str, host_main: Callable[[list[str]], None])
     """A forked host's process: its output to ``log``, then ``host_main(argv)``; never returns."""
     code = 1
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM):  # the spawner's are not a host's
+            signal.signal(signum, signal.SIG_DFL)
         name_process(HOST_NAME)
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(out, 1)
