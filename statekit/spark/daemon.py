@@ -27,7 +27,11 @@ from .zip_importers import stabilize_zip_importers
 
 def preload_task_modules() -> None:
     """Import what an epoch's router and tasks use, pandas deferred (a worker that runs only
-    statekit's tasks never loads it); Spark's worker loop with them."""
+    statekit's tasks never loads it); Spark's worker loop with them. Also what they load lazily while
+    they run: numpy.ma, which ``pa.array`` of a numpy array imports (7 MiB of private memory in each
+    process that loads it after the fork, measured), and pyarrow.parquet, which stages the outputs."""
+    import numpy.ma  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
     import pyspark.worker  # noqa: F401
 
     from statekit import operators  # noqa: F401  (the operator classes a pickled job refers to)
