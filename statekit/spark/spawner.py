@@ -79,7 +79,7 @@ def _serve(listener: socket.socket, path: str, host_main: Callable[[list[str]], 
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # the daemon's stdout is how it tells the JVM its port: not written here
-    daemon = os.getppid()
+    daemon, me = os.getppid(), os.getpid()
     try:
         while os.getppid() == daemon:
             if not select.select([listener], [], [], 1.0)[0]:
@@ -88,7 +88,8 @@ def _serve(listener: socket.socket, path: str, host_main: Callable[[list[str]], 
             with conn:
                 conn.sendall(pickle.dumps(_fork_host(conn, listener, host_main)))
     finally:
-        os.unlink(path)
+        if os.getpid() == me:  # not a host just forked, stopped before it left this loop
+            os.unlink(path)
 
 
 def _fork_host(conn: socket.socket, listener: socket.socket, host_main: Callable[[list[str]], None]) -> int | None:

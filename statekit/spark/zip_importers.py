@@ -27,7 +27,8 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 class StableZipImporter(zipimport.zipimporter):
     """A ``zipimporter`` whose ``invalidate_caches`` reads the archive's directory again only when the
-    archive's file changed since it was read."""
+    archive's file changed since this importer was made (at the daemon's start, just after its imports
+    read the directory)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
