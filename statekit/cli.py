@@ -73,6 +73,12 @@ def run_sessionize(args: Any) -> int:
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
                              state_layout=args.state_layout, progress=progress)
     records = summary.total("records_in")
+    if summary.stopped and args.trigger == "available-now":
+        last = summary.epochs[-1]["epoch"] if summary.epochs else None
+        done = f"epoch {last} committed" if last is not None else "no epoch committed"
+        print(f"sessionize: stopped by Ctrl-C ({len(summary.epochs)} epochs this run, {done}); the rest of the "
+              f"input is left for the next run: rerun the same command to go on", file=sys.stderr)
+        return 130
     print(f"sessionize: {len(summary.epochs)} epochs, {records:,} records, {summary.total('results'):,} sessions, "
           f"{summary.total('late')} late, {summary.total('invalid')} invalid, "
           f"{records / summary.seconds if summary.seconds else 0:,.0f} records/s; output {summary.output}, "
@@ -120,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     except (StateError, ValueError, ImportError) as e:
         print(f"statekit {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # outside an epoch loop (or a second Ctrl-C): what was committed stays committed
+        print(f"statekit {args.command}: interrupted; every epoch committed before stays committed: rerun the "
+              f"same command to go on", file=sys.stderr)
+        return 130
     return 2
 
 

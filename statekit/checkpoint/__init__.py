@@ -31,16 +31,17 @@ from .errors import CheckpointError, CheckpointUnavailableError, CorruptCheckpoi
 from .inspect import (CheckpointInfo, EpochInfo, OperatorInfo, PartitionInfo, format_report, inspect_checkpoint,
                       main_inspect, read_state)
 from ..snapshots import LOGICAL, NATIVE
+from .lease import CheckpointLease, LeaseHeldError, LeaseLostError, LeaseRecord, fence
 from .job import JOB_PATH, JobChangeError, JobRecord, compare as compare_jobs
 from .manifest import FileEntry, Manifest, manifest_path, partition_dir, partition_name
 from .policy import CheckpointPolicy
-from .storage import RetryPolicy, Storage, StoredFile, pyarrow_uri
+from .storage import ExclusiveCreateUnsupported, RetryPolicy, Storage, StoredFile, pyarrow_uri
 from .store import CheckpointBase, CheckpointStore, Committed, Restored
 from .transfer import SnapshotReader, SnapshotWriter
 
 __all__ = [
-    "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointPolicy", "CheckpointStore",
-    "CheckpointUnavailableError", "JOB_PATH", "JobChangeError", "JobRecord", "compare_jobs", "Committed", "CorruptCheckpointError", "EpochInfo", "FileEntry", "LOGICAL",
+    "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointLease", "CheckpointPolicy", "CheckpointStore",
+    "CheckpointUnavailableError", "JOB_PATH", "JobChangeError", "JobRecord", "LeaseHeldError", "LeaseLostError", "LeaseRecord", "compare_jobs", "fence", "Committed", "CorruptCheckpointError", "EpochInfo", "ExclusiveCreateUnsupported", "FileEntry", "LOGICAL",
     "Manifest", "NATIVE", "NoCheckpointError", "OperatorInfo", "PartitionInfo", "Restored", "RetryPolicy",
     "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile", "decode", "encode", "format_report", "pyarrow_uri",
     "inspect_checkpoint", "main_inspect", "manifest_path", "partition_dir", "partition_name", "read_state",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, TypeVar
@@ -140,6 +141,17 @@ class Storage:
         self.write(tmp_rel, data)
         self.move(tmp_rel, rel)
 
+    def create(self, rel: str, data: bytes) -> bool:
+        """Write ``data`` to ``rel`` only if no file is there, atomically (readers see no file or the whole
+        one); False when one is. Local disks link a temp file to the name; S3 puts with ``If-None-Match``.
+        Other filesystems have no such write here: ``ExclusiveCreateUnsupported``."""
+        if self.fs.type_name == "local":
+            return self._do("create", rel, lambda: _link_new(self.full_path(rel), data))
+        if self.fs.type_name == "s3":
+            return self._do("create", rel, lambda: _put_new(self.full_path(rel), data))
+        raise ExclusiveCreateUnsupported(f"checkpoint location {self.uri!r}: no exclusive create on a "
+                                         f"{self.fs.type_name} filesystem")
+
     def move(self, src_rel: str, dst_rel: str) -> None:
         def call() -> None:
             self._parent(dst_rel)
@@ -204,6 +216,43 @@ class Storage:
             self._do("delete directory", rel, lambda: self.fs.delete_dir(self.full_path(rel)))
         except FileNotFoundError:
             pass
+
+
+class ExclusiveCreateUnsupported(CheckpointError):
+    """The location's filesystem offers no write that fails when the file exists."""
+
+
+def _link_new(path: str, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` unless it exists: written to a temp name, then hard-linked (fails on an
+    existing name, never replaces it)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def _put_new(path: str, data: bytes) -> bool:
+    """Put ``bucket/key`` unless it exists (S3's conditional write, through boto3: pyarrow has none)."""
+    try:
+        import boto3
+        from botocore.exceptions import ClientError
+    except ImportError:
+        raise ExclusiveCreateUnsupported("an exclusive create on s3:// needs boto3: pip install 'statekit[s3]'") from None
+    bucket, _, key = path.partition("/")
+    try:
+        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        return True
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        raise OSError(f"put {path}: {e}") from e
 
 
 def _copy(src, dst) -> tuple[int, str]:

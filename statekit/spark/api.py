@@ -19,9 +19,10 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import itemgetter
 from time import perf_counter
@@ -29,30 +30,34 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
 
 from ..backend import SNAPSHOT_FORMAT
-from ..checkpoint import CheckpointError, JobRecord
+from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupported, JobRecord
 from ..config import StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
 from ..operators import KeyedOperator, state_layout_of
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
-from .errors import InputError, StopRequested
+from .errors import InputError, StopRequested, task_failure
 from .plan import EpochPlan, Fault, JobPlan
 from .records import ROUTE, Router, routed_schema, routing_values
 from .sink import OutputDir
 from .sinks import EpochSink, as_sink
+from .spark_logs import SparkLogSilence
 from .tasks import run_partition
 from .warmup import warm_up_workers
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
-             "host_idle_timeout", "state_hosts")
+             "host_idle_timeout", "state_hosts", "lease_timeout")
 STATE_HOSTS = ("process", "worker")
 DEFAULT_HOST_IDLE_TIMEOUT = "10m"
 CORES_PER_TABLE_HOST = 4
 """A state host runs one task at a time, and the session table's operator is about a sixth of an epoch's
 work (measured at 1M users on ``local[2]``): one host keeps up with four cores' Spark work at least."""
 DEFAULT_MAX_AHEAD = "7d"
+DEFAULT_LEASE_TIMEOUT = "60s"
+"""How long a run's checkpoint lease outlives its last heartbeat (``spark.statekit.lease_timeout``): far above an
+epoch's commit, so a writer that stalls never lands a commit after another run took over (``checkpoint.lease``)."""
 _TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
 """Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
 booleans are refused per row)."""
@@ -76,6 +81,8 @@ class RunSummary:
     checkpoint: str
     epochs: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    stopped: bool = False
+    """Stopped by Ctrl-C before its input was drained: a rerun on the same checkpoint goes on from the last epoch."""
 
     def total(self, name: str) -> int:
         return sum(m[name] for m in self.epochs)
@@ -115,7 +122,7 @@ class EpochRunner:
     def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, log: EpochLog,
                  max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None,
                  job_changes: list[str] | None = None, sink: EpochSink | None = None,
-                 structs: tuple[Any, Any, Any] = (None, None, None)) -> None:
+                 structs: tuple[Any, Any, Any] = (None, None, None), lease: CheckpointLease | None = None) -> None:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
         self.routing = routing_values(job.partitions)
@@ -123,17 +130,21 @@ class EpochRunner:
         self.log, self.progress = log, progress
         self.committed: list[dict[str, Any]] = []
         self.job_changes = job_changes or []
+        """Changes of the job its checkpoint carries: reported in the metrics of this run's first epoch."""
         self.sink = sink
         self.result_struct, self.late_struct, self.invalid_struct = structs
         """Spark schemas of the results and the side outputs, for the DataFrames the sink gets."""
-        """Changes of the job its checkpoint carries: reported in the metrics of this run's first epoch."""
+        self.lease = lease
+        """The checkpoint's lease: checked before an epoch is published and before it is recorded."""
         self.busy = threading.Lock()
         self.stop_requested = False
+        self.quiet = SparkLogSilence(spark)
 
     def run(self, df: Any | None, batch_id: int | None = None, final: bool = False) -> dict[str, Any] | None:
         """Process one epoch (``df`` None: no records); None when it was committed before (a replay)."""
         with self.busy:  # checked under the lock: a stop taken while an epoch waits for it leaves that epoch whole
             if self.stop_requested:
+                self.quiet.silence()  # Spark logs a refused batch as a failed query: this stop is deliberate
                 raise StopRequested("stop requested: this batch is left for the next run")
             return self._run(df, batch_id, final)
 
@@ -162,8 +173,16 @@ class EpochRunner:
                         job.routed_schema, limit, self.max_ahead)
         tasks = (source.mapInArrow(router, self.routed_schema).repartition(job.partitions, ROUTE)
                  .mapInArrow(partial(run_partition, job, plan), "stats string"))
-        stats = sorted((json.loads(r[0]) for r in tasks.collect()), key=itemgetter("partition"))
+        try:
+            rows = tasks.collect()
+        except Exception as e:
+            failure = task_failure(e)
+            if failure is e:
+                raise
+            raise failure from e
+        stats = sorted((json.loads(r[0]) for r in rows), key=itemgetter("partition"))
         sink = job.sink
+        self._fence()
         for tag, sub in (("r", ""), ("l", "_late/"), ("i", "_invalid/")):
             sink.publish(epoch, {s["partition"]: s["files"][tag] for s in stats if tag in s["files"]}, sub)
         sink.drop_staging(epoch)
@@ -196,12 +215,17 @@ class EpochRunner:
             "seconds": round(perf_counter() - t0, 3),
         }
         sink.record_metrics(metrics)
+        self._fence()
         self.log.commit(record)
         self.committed.append(metrics)
         if self.progress is not None:
             self.progress(metrics)
         return metrics
 
+
+    def _fence(self) -> None:
+        if self.lease is not None:
+            self.lease.check()
 
     def _check_output(self, epoch: int) -> None:
         """Refuse an output that is ahead of the checkpoint (its metrics show epochs after ``epoch``, the
@@ -324,22 +348,40 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     spark_checkpoint = spark_checkpoint or settings.get("spark_checkpoint")
     if mode == "stream":
         spark_checkpoint = hadoop_checkpoint(spark, checkpoint, spark_checkpoint)
-    log = EpochLog(checkpoint)
-    changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
-    if changes:
-        _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
-    epoch_sink = as_sink(sink)
-    runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
-                         epoch_sink, (result_schema, late_schema, invalid_schema))
-    t0 = perf_counter()
-    if mode == "batch":
-        runner.run(selected)
-        runner.run(None, final=True)
-    else:
-        _stream(selected, runner, spark_checkpoint, trigger, trigger_interval)
-        if final:
+    lease = take_lease(checkpoint, settings, operator_id)
+    try:
+        job = replace(job, lease_token=lease.token)
+        log = EpochLog(checkpoint)
+        changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
+        if changes:
+            _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
+        epoch_sink = as_sink(sink)
+        runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
+                             epoch_sink, (result_schema, late_schema, invalid_schema), lease)
+        t0 = perf_counter()
+        if mode == "batch":
+            runner.run(selected)
             runner.run(None, final=True)
-    return RunSummary(files.path, checkpoint, runner.committed, round(perf_counter() - t0, 3))
+        else:
+            _stream(selected, runner, spark_checkpoint, trigger, trigger_interval)
+            if final and not runner.stop_requested:  # stopped early: the rest of the input is not read yet
+                runner.run(None, final=True)
+        return RunSummary(files.path, checkpoint, runner.committed, round(perf_counter() - t0, 3), runner.stop_requested)
+    finally:
+        lease.release()
+
+
+def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -> CheckpointLease:
+    """The checkpoint's lease, held (and renewed) for this run: ``LeaseHeldError`` naming the holder when another
+    run writes the checkpoint. Where the location's filesystem has no exclusive create, a warning says that one
+    writer is not enforced there, and the run goes on without a lease."""
+    timeout = to_millis(settings.get("lease_timeout", DEFAULT_LEASE_TIMEOUT), "spark.statekit.lease_timeout")
+    lease = CheckpointLease(checkpoint, timeout / 1000)
+    try:
+        lease.held(f"a run of operator {operator_id!r}")
+    except ExclusiveCreateUnsupported as e:
+        _log.warning("statekit: %s: one writer per checkpoint is not enforced there", e)
+    return lease
 
 
 def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None) -> str:
@@ -363,8 +405,9 @@ def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None)
 
 
 def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, interval: str) -> None:
-    """Run a streaming query whose batches are epochs until the input is drained (available-now) or
-    until Ctrl-C (continuous: the epoch in progress completes, then the query stops)."""
+    """Run a streaming query whose batches are epochs until the input is drained (available-now) or until
+    Ctrl-C (either trigger: the epoch in progress completes, a batch Spark planned after it is left whole for
+    the next run, then the query stops)."""
     errors: list[BaseException] = []
 
     def batch(batch_df: Any, batch_id: int) -> None:
@@ -378,9 +421,13 @@ def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, i
     writer = writer.trigger(availableNow=True) if trigger == "available-now" else writer.trigger(processingTime=interval)
     query = writer.start()
     previous = None
-    if trigger == "continuous" and threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is threading.main_thread():
         def request_stop(signum: int, frame: Any) -> None:
+            if runner.stop_requested:  # a second Ctrl-C: stop now, as Python would
+                signal.signal(signal.SIGINT, previous)
+                raise KeyboardInterrupt
             runner.stop_requested = True
+            print("statekit: stopping after the epoch in progress (Ctrl-C again to abort)", file=sys.stderr, flush=True)
         previous = signal.signal(signal.SIGINT, request_stop)
     try:
         while query.isActive and not runner.stop_requested:
@@ -395,6 +442,7 @@ def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, i
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+        runner.quiet.restore()
     if errors and not (runner.stop_requested and isinstance(errors[0], StopRequested)):
         raise errors[0]
     if not runner.stop_requested and query.exception() is not None:

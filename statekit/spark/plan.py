@@ -69,6 +69,8 @@ class JobPlan:
     host_idle_seconds: float = 600.0
     app_id: str = ""
     state_hosts: int = 1
+    lease_token: int = 0
+    """The run's checkpoint lease token: a task commits only while it is the newest (0: no lease, not fenced)."""
 
     def slots_kept(self) -> int:
         """How many partitions' state one process keeps open: a host, all it is given; a worker, ``cache_size``."""

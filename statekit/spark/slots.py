@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import create_backend
-from ..checkpoint import CheckpointStore
+from ..checkpoint import CheckpointStore, fence
 from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
 from ..operators import KeyedOperator, Output
@@ -180,6 +180,7 @@ class LocalRun:
         slot = self.slot
         assert slot is not None, "commit before process"
         release_free_memory()  # nor the snapshot's pages on the epoch's fires and outputs
+        fence(self.store.storage, self.job.lease_token, self.job.checkpoint)  # a run that lost its lease commits nothing
         committed = self.store.commit(self.job.operator_id, self.epoch.epoch, slot.backend,
                                       metadata={"operator": slot.operator.snapshot_metadata(), "max_ts": max_ts,
                                                 **self.epoch.extra})

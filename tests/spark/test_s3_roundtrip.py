@@ -164,3 +164,19 @@ def test_delta_output_on_s3_from_the_aws_variables_alone(spark, tmp_path, s3_env
     sessionize(spark, sink=sink, **args)  # a rerun on the same checkpoint adds nothing
     rows = DeltaTable("s3://statekit/delta-sessions").to_pandas()[COLUMNS]
     assert sorted(map(tuple, rows.itertuples(index=False))) == spark_sessions(spark, d)
+
+
+def test_one_writer_on_s3_the_lease_is_taken_by_a_conditional_put(s3_env):
+    from statekit.checkpoint import CheckpointLease, LeaseHeldError, Storage
+
+    storage = Storage("s3://statekit/lease-test")
+    assert storage.create("_x/one", b"first") is True
+    assert storage.create("_x/one", b"second") is False  # never replaced
+    assert storage.read("_x/one") == b"first"
+    holder = CheckpointLease("s3://statekit/lease-test", timeout_seconds=60).held("run on s3")
+    try:
+        with pytest.raises(LeaseHeldError, match="s3a://statekit/lease-test is in use by another run: run on s3"):
+            CheckpointLease("s3a://statekit/lease-test").acquire("second run")
+    finally:
+        holder.release()
+    assert CheckpointLease("s3://statekit/lease-test").acquire("after release") == 2

@@ -24,6 +24,20 @@ class Runner:
         self.busy = threading.Lock()
         self.stop_requested = False
         self.epochs: list[int] = []
+        self.quiet = Silence()
+
+
+class Silence:
+    """Records what ``SparkLogSilence`` would have been asked: Spark's log off for the refusal, then back."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def silence(self) -> None:
+        self.calls.append("silence")
+
+    def restore(self) -> None:
+        self.calls.append("restore")
 
     def _run(self, df: Any, batch_id: int | None, final: bool) -> None:
         self.epochs.append(batch_id)
@@ -89,3 +103,4 @@ def test_a_stop_while_a_batch_is_planned_refuses_the_batch_without_a_deadlock():
     assert query.stopped_in_time, "query.stop() waited on a batch that waited on the runner's lock"
     assert len(query.outcome) == 1 and isinstance(query.outcome[0], StopRequested)
     assert runner.epochs == [] and not runner.busy.locked()
+    assert runner.quiet.calls == ["silence", "restore"]  # the deliberate refusal is not logged as a failure
