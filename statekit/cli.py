@@ -58,9 +58,10 @@ def run_sessionize(args: Any) -> int:
 
     from .jobs import sessionize
     from .spark import spark_session
+    from .spark.interrupts import CtrlC
 
     spark = spark_session(args.master, _conf(args.conf), app_name="statekit sessionize")
-    with tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
+    with CtrlC(None, spark.sparkContext.cancelAllJobs) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
             bar.update(1)
             bar.set_postfix(epoch=m["epoch"], records=m["records_in"], sessions=m["results"], late=m["late"],
@@ -73,7 +74,7 @@ def run_sessionize(args: Any) -> int:
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
                              state_layout=args.state_layout, progress=progress)
     records = summary.total("records_in")
-    if summary.stopped and args.trigger == "available-now":
+    if (summary.stopped or ctrl_c.requested) and args.trigger == "available-now":
         last = summary.epochs[-1]["epoch"] if summary.epochs else None
         done = f"epoch {last} committed" if last is not None else "no epoch committed"
         print(f"sessionize: stopped by Ctrl-C ({len(summary.epochs)} epochs this run, {done}); the rest of the "
@@ -126,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     except (StateError, ValueError, ImportError) as e:
         print(f"statekit {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # outside an epoch loop (or a second Ctrl-C): what was committed stays committed
-        print(f"statekit {args.command}: interrupted; every epoch committed before stays committed: rerun the "
-              f"same command to go on", file=sys.stderr)
+    except KeyboardInterrupt as e:  # a second Ctrl-C (``spark.interrupts``), or one before the epochs start
+        print(f"statekit {args.command}: {e or 'interrupted'}; every epoch committed before stays committed: rerun "
+              f"the same command to go on", file=sys.stderr)
         return 130
     return 2
 

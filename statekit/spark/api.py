@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -38,6 +36,7 @@ from ..operators import KeyedOperator, state_layout_of
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
 from .errors import InputError, StopRequested, task_failure
+from .interrupts import CtrlC
 from .plan import EpochPlan, Fault, JobPlan
 from .records import ROUTE, Router, routed_schema, routing_values
 from .sink import OutputDir
@@ -144,7 +143,6 @@ class EpochRunner:
         """Process one epoch (``df`` None: no records); None when it was committed before (a replay)."""
         with self.busy:  # checked under the lock: a stop taken while an epoch waits for it leaves that epoch whole
             if self.stop_requested:
-                self.quiet.silence()  # Spark logs a refused batch as a failed query: this stop is deliberate
                 raise StopRequested("stop requested: this batch is left for the next run")
             return self._run(df, batch_id, final)
 
@@ -359,12 +357,15 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
                              epoch_sink, (result_schema, late_schema, invalid_schema), lease)
         t0 = perf_counter()
-        if mode == "batch":
-            runner.run(selected)
-            runner.run(None, final=True)
-        else:
-            _stream(selected, runner, spark_checkpoint, trigger, trigger_interval)
-            if final and not runner.stop_requested:  # stopped early: the rest of the input is not read yet
+        with CtrlC(runner, spark.sparkContext.cancelAllJobs):
+            if mode == "batch":
+                try:
+                    runner.run(selected)
+                except StopRequested:  # stopped before the epoch began: it is left whole for the next run
+                    pass
+            else:
+                _stream(selected, runner, spark_checkpoint, trigger, trigger_interval)
+            if (final or mode == "batch") and not runner.stop_requested:  # stopped early: the rest is for the next run
                 runner.run(None, final=True)
         return RunSummary(files.path, checkpoint, runner.committed, round(perf_counter() - t0, 3), runner.stop_requested)
     finally:
@@ -405,9 +406,9 @@ def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None)
 
 
 def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, interval: str) -> None:
-    """Run a streaming query whose batches are epochs until the input is drained (available-now) or until
-    Ctrl-C (either trigger: the epoch in progress completes, a batch Spark planned after it is left whole for
-    the next run, then the query stops)."""
+    """Run a streaming query whose batches are epochs until the input is drained (available-now) or a stop is
+    requested (Ctrl-C, ``interrupts``; either trigger: the epoch in progress completes, a batch Spark planned
+    after it is left whole for the next run, then the query stops)."""
     errors: list[BaseException] = []
 
     def batch(batch_df: Any, batch_id: int) -> None:
@@ -415,20 +416,13 @@ def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, i
             runner.run(batch_df, batch_id)
         except BaseException as e:
             errors.append(e)
+            if isinstance(e, StopRequested):
+                runner.quiet.silence()  # Spark logs a refused batch as a failed query: this stop is deliberate
             raise
 
     writer = df.writeStream.foreachBatch(batch).option("checkpointLocation", spark_checkpoint)
     writer = writer.trigger(availableNow=True) if trigger == "available-now" else writer.trigger(processingTime=interval)
     query = writer.start()
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        def request_stop(signum: int, frame: Any) -> None:
-            if runner.stop_requested:  # a second Ctrl-C: stop now, as Python would
-                signal.signal(signal.SIGINT, previous)
-                raise KeyboardInterrupt
-            runner.stop_requested = True
-            print("statekit: stopping after the epoch in progress (Ctrl-C again to abort)", file=sys.stderr, flush=True)
-        previous = signal.signal(signal.SIGINT, request_stop)
     try:
         while query.isActive and not runner.stop_requested:
             query.awaitTermination(0.5)
@@ -440,8 +434,6 @@ def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, i
         if not errors:
             raise
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
         runner.quiet.restore()
     if errors and not (runner.stop_requested and isinstance(errors[0], StopRequested)):
         raise errors[0]
