@@ -16,7 +16,7 @@ from .key_identity import PLAIN_KEY_TYPES, SELF_IDENTICAL_TYPES, key_identity, k
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_group_representatives,
                         key_groups_for_partition, partition_for_key_group, stable_hash, stable_hashes)
 from .registry import available_backends, backend_class, register_backend, wall_clock_ms
-from .serialization import KEY_SERIALIZER, MsgpackSerializer, NamespaceBytes, Serializer, expect_types, register_type, registered_types
+from .serialization import KEY_SERIALIZER, MsgpackSerializer, NamespaceBytes, Serializer, check_recorded_types, register_type, registered_types
 from .state import (AggregatingState, InternalKvState, InternalMergingState, ListState, MapState, MergingState,
                     ReducingState, ResolvedKey, State, ValueState, VOID_NAMESPACE)
 from .timers import (MAX_TIMESTAMP, MIN_TIMESTAMP, InternalTimerService, Timer, TimerQueue, TimerTarget,
@@ -33,6 +33,6 @@ __all__ = [
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",
     "available_backends", "backend_class", "create_backend", "decode_timer", "detached", "is_immutable", "key_group_for", "key_group_for_bytes",
     "key_group_representatives",
-    "key_groups_for_partition", "key_identity", "key_of_identity", "PLAIN_KEY_TYPES", "SELF_IDENTICAL_TYPES", "parse_size", "partition_for_key_group", "register_backend", "register_type", "registered_types", "expect_types",
+    "key_groups_for_partition", "key_identity", "key_of_identity", "PLAIN_KEY_TYPES", "SELF_IDENTICAL_TYPES", "parse_size", "partition_for_key_group", "register_backend", "register_type", "registered_types", "check_recorded_types",
     "stable_hash", "stable_hashes", "stable_hashes_of", "serialized_keys", "deserialized_keys", "binary_spans", "timer_sort_key", "to_millis", "wall_clock_ms",
 ]

@@ -1,4 +1,4 @@
-"""The `statekit` command: demo, sessionize, bench and inspect."""
+"""The `statekit` command: demo, sessionize, bench, inspect and checkpoint (rollback)."""
 
 from __future__ import annotations
 
@@ -87,6 +87,16 @@ def run_sessionize(args: Any) -> int:
     return 0
 
 
+def run_checkpoint(args: Any) -> int:
+    """``statekit checkpoint rollback CHECKPOINT --to-epoch N``: roll the job back to a retained epoch, print
+    what was removed and how to go on."""
+    from .spark.rollback import rollback
+
+    done = rollback(args.checkpoint, args.to_epoch, output=args.output, spark_checkpoint=args.spark_checkpoint)
+    print("\n".join(done.report()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="statekit", description="Flink-grade keyed state and windows for Python on Spark.")
@@ -102,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("bench", help="backend benchmarks (see `statekit bench --help`)", add_help=False)
     sub.add_parser("inspect", help="epochs, partitions, states and sizes of a checkpoint (see `statekit inspect --help`)",
                    add_help=False)
+    checkpoint = sub.add_parser("checkpoint", help="act on a checkpoint (rollback)")
+    rollback = checkpoint.add_subparsers(dest="action", required=True).add_parser(
+        "rollback", help="restart a job from a retained epoch: the next run goes on after it and reads the later input again")
+    rollback.add_argument("checkpoint", help="checkpoint path or URI")
+    rollback.add_argument("--to-epoch", type=int, required=True, help="a retained epoch (statekit inspect lists them)")
+    rollback.add_argument("--output", default=None, help="the job's output (default: the one its checkpoint recorded)")
+    rollback.add_argument("--spark-checkpoint", default=None,
+                          help="Spark's streaming checkpoint (default: the one recorded, else <checkpoint>/_spark)")
     if argv[:1] == ["bench"]:
         try:
             from statekit.bench.runner import main as bench_main
@@ -119,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "sessionize":
             return run_sessionize(args)
+        if args.command == "checkpoint":
+            return run_checkpoint(args)
         if args.command == "demo":
             from .demo import run_demo
 

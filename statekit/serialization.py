@@ -5,17 +5,18 @@ namespaces stay hashable), a list as a list, and classes registered with ``regis
 (window classes, for instance) come back as themselves. msgpack is prefix-free, so an encoded
 key followed by an encoded namespace can be split again and byte prefixes select one key.
 
-Decoding never depends on what a process happened to import: an extension code not registered yet
-is looked up among the ``statekit.types`` entry points (a package declares its types there, named by
-code) and among the types a snapshot recorded (``registered_types`` at commit time, handed to
-``expect_types`` before a restore), and the module that registers it is imported.
+An extension code decodes only as a type this process registered or an installed package declares
+under the ``statekit.types`` entry points (named by code; its module is imported when the code is first
+met). The types a snapshot recorded (``registered_types`` at commit time) never add to that: data is not
+code. ``check_recorded_types`` refuses a snapshot that recorded another class for a code than this
+process has, and keeps the recorded names to explain a code met later that nothing here knows.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
-from importlib.metadata import entry_points
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import msgpack
@@ -32,8 +33,10 @@ _encoders: dict[type, tuple[int, Callable[[Any], Any]]] = {}
 _decoders: dict[int, Callable[[Any], Any]] = {}
 _names: dict[int, str] = {}
 """Registered code -> ``module:qualname`` of its class (what a snapshot records)."""
-_expected: dict[int, str] = {}
-"""Code -> ``module:qualname`` that snapshots about to be restored recorded."""
+_recorded: dict[int, str] = {}
+"""Code -> ``module:qualname`` that the snapshots read in this process recorded: only to explain and check."""
+_checked: dict[int, Callable[[Any], Any]] = {}
+"""Decoders of codes checked against ``_recorded`` since they were registered: the per-value fast path."""
 TYPES_ENTRY_POINT_GROUP = "statekit.types"
 
 
@@ -56,6 +59,7 @@ def register_type(code: int, cls: type, to_plain: Callable[[Any], Any], from_pla
     _encoders[cls] = (code, to_plain)
     _decoders[code] = from_plain
     _names[code] = f"{cls.__module__}:{cls.__qualname__}"
+    _checked.pop(code, None)
 
 
 def registered_types() -> dict[int, str]:
@@ -63,41 +67,73 @@ def registered_types() -> dict[int, str]:
     return dict(_names)
 
 
-def expect_types(types: Mapping[Any, str]) -> None:
-    """Note the types a snapshot was written with (code -> ``module:qualname``), so that decoding it
-    imports their modules when their codes are not registered yet."""
-    for code, name in types.items():
-        _expected.setdefault(int(code), name)
+def check_recorded_types(types: Mapping[Any, str], where: str) -> None:
+    """Check the types a snapshot recorded (code -> ``module:qualname``) against the classes this process
+    registered, and keep them to explain a code decoding meets later; imports nothing. ``where`` names the
+    snapshot in errors."""
+    recorded = {int(code): name for code, name in types.items()}
+    for code, name in recorded.items():
+        if _names.get(code, name) != name:
+            raise _mismatch(code, name, f"{where}: ")
+    _recorded.update(recorded)
 
 
-def _import_module_of(code: int, name: str, source: str) -> None:
-    module = name.partition(":")[0]
-    try:
-        importlib.import_module(module)
-    except ImportError as e:
-        raise SerializationError(f"msgpack extension code {code} is type {name} ({source}), but its module "
-                                 f"{module!r} cannot be imported: {e}") from None
+def unknown_types(types: Mapping[Any, str]) -> dict[int, str]:
+    """The recorded codes (code -> ``module:qualname``) that this process neither registers nor has declared
+    under a ``statekit.types`` entry point: their state cannot be decoded here."""
+    return {int(code): name for code, name in types.items()
+            if int(code) not in _decoders and str(code) not in _declared()}
+
+
+@cache
+def _declared() -> dict[str, EntryPoint]:
+    """The ``statekit.types`` entry points of the installed packages, by name (the code)."""
+    return {ep.name: ep for ep in entry_points(group=TYPES_ENTRY_POINT_GROUP)}
+
+
+def _mismatch(code: int, recorded: str, where: str = "") -> SerializationError:
+    """The error for a code recorded as another class than the one this process registers under it."""
+    return SerializationError(f"{where}msgpack extension code {code} is recorded as {recorded}, but this process "
+                              f"registers {_names[code]} under it: the snapshot was written with another type under "
+                              f"this code; restore it with the job (and code) that wrote it")
 
 
 def _decoder(code: int) -> Callable[[Any], Any]:
-    """The decoder of ``code``, importing the module that registers it when it is not registered yet."""
-    dec = _decoders.get(code)
+    """The decoder of ``code``: checked once against the name snapshots recorded for it, then cached."""
+    dec = _checked.get(code)
     if dec is not None:
         return dec
-    eps = {ep.name: ep for ep in entry_points(group=TYPES_ENTRY_POINT_GROUP)}
-    ep = eps.get(str(code))
-    if ep is not None:
-        _import_module_of(code, ep.value, f"entry point {ep.name} of {TYPES_ENTRY_POINT_GROUP}")
-    elif code in _expected:
-        _import_module_of(code, _expected[code], "recorded in the snapshot")
+    if code not in _decoders:
+        _load_declared(code)
     dec = _decoders.get(code)
-    if dec is not None:
-        return dec
-    expected = _expected.get(code) or (ep.value if ep is not None else None)
-    what = f"the snapshot expects type {expected}, whose module did not register it" if expected else \
-        "no entry point or snapshot names its type"
-    raise SerializationError(f"unknown msgpack extension code {code}: {what}; register the type with "
-                             f"statekit.register_type (and declare it under the {TYPES_ENTRY_POINT_GROUP} entry point)")
+    recorded = _recorded.get(code)
+    if dec is None:
+        what = f", recorded as {recorded}" if recorded else " (the snapshot recorded no type for it)"
+        raise SerializationError(
+            f"unknown msgpack extension code {code}{what}: no type is registered under it in this process; "
+            f"register it with statekit.register_type({code}, ...) in a module the job imports (its operator "
+            f"factory's), or declare it under the {TYPES_ENTRY_POINT_GROUP} entry point of an installed package "
+            f"(name {str(code)!r}, value 'module:Class'); a checkpoint's record is never imported")
+    if recorded is not None and recorded != _names[code]:
+        raise _mismatch(code, recorded)
+    _checked[code] = dec
+    return dec
+
+
+def _load_declared(code: int) -> None:
+    """Import the type an installed package declares for ``code`` (its module registers it), if any."""
+    ep = _declared().get(str(code))
+    if ep is None:
+        return
+    try:
+        ep.load()
+    except (ImportError, AttributeError) as e:
+        raise SerializationError(f"msgpack extension code {code} is declared as {ep.value} (entry point {ep.name} of "
+                                 f"{TYPES_ENTRY_POINT_GROUP}), which cannot be loaded: {e}") from None
+    if code not in _decoders:
+        raise SerializationError(f"msgpack extension code {code} is declared as {ep.value} (entry point {ep.name} of "
+                                 f"{TYPES_ENTRY_POINT_GROUP}), but importing it did not register the code; call "
+                                 f"statekit.register_type({code}, ...) in its module")
 
 
 def _default(obj: Any) -> Any:

@@ -2,8 +2,9 @@
 
 ``inspect_checkpoint(path)`` lists operators, partitions and retained epochs with backend, kind,
 per-state entry counts (and serialized bytes where the backend reports them), timer counts and
-snapshot sizes (total vs written by that epoch). ``read_state`` returns one state's cells as rows.
-``main_inspect(argv)`` is ``statekit inspect CHECKPOINT [--json]``.
+snapshot sizes (total vs written by that epoch), and the recorded types this process cannot decode.
+``read_state`` returns one state's cells as rows. ``main_inspect(argv)`` is ``statekit inspect
+CHECKPOINT [--json]``, with the key of a signed checkpoint from ``STATEKIT_CHECKPOINT_KEY``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ..serialization import unknown_types
 from .errors import CheckpointError, NoCheckpointError
 from .job import JobRecord
 from .manifest import Manifest, partition_name, shared_dir
+from .signing import KEY_ENV, key_from_env
 from .store import CheckpointStore
 
 
@@ -38,6 +41,9 @@ class EpochInfo:
     metadata: dict[str, Any]
     created_ms: int
     seconds: float | None
+    unknown_types: dict[str, str] = field(default_factory=dict)
+    """Recorded types (code -> ``module:qualname``) that this process neither registers nor has declared: reading
+    the state that holds them needs them registered (``statekit.register_type``) or declared (``statekit.types``)."""
 
 
 @dataclass
@@ -74,12 +80,13 @@ def _epoch_info(m: Manifest) -> EpochInfo:
               for name, n in m.stats.get("states", {}).items()}
     return EpochInfo(m.epoch, m.backend, m.kind, bool(m.snapshot.get("incremental")), len(m.files), m.total_bytes(),
                      m.written_bytes(), states, m.stats.get("timers", {}), m.metadata, m.created_ms,
-                     m.stats.get("seconds"))
+                     m.stats.get("seconds"), {str(c): name for c, name in unknown_types(m.types).items()})
 
 
-def inspect_checkpoint(path: str) -> CheckpointInfo:
-    """Structured description of every retained snapshot at ``path`` (a path or URI)."""
-    store = CheckpointStore(path)
+def inspect_checkpoint(path: str, key: bytes | None = None) -> CheckpointInfo:
+    """Structured description of every retained snapshot at ``path`` (a path or URI); ``key``: the
+    checkpoint's, when its manifests are signed."""
+    store = CheckpointStore(path, key=key)
     if store.storage.fs.get_file_info(store.storage.root).type != pafs.FileType.Directory:
         raise NoCheckpointError(f"no checkpoint at {path}: the directory does not exist")
     info = CheckpointInfo(path, job=JobRecord(path).read())
@@ -129,6 +136,9 @@ def format_report(info: CheckpointInfo) -> str:
                                  f"watermark {t['watermark']}")
                 if e.metadata:
                     lines.append(f"      metadata {json.dumps(e.metadata, sort_keys=True)}")
+                for code, name in sorted(e.unknown_types.items(), key=lambda t: int(t[0])):
+                    lines.append(f"      unknown type code {code}, recorded as {name}: its state cannot be read here "
+                                 f"until it is registered (statekit.register_type) or declared (statekit.types)")
     return "\n".join(lines)
 
 
@@ -143,10 +153,12 @@ def _strip_ttl(kind: str, ttl: bool, cell: Any) -> tuple[Any, int | None]:
     return cell[0], cell[1]
 
 
-def read_state(path: str, operator: str, state: str, epoch: int | None = None) -> list[dict[str, Any]]:
+def read_state(path: str, operator: str, state: str, epoch: int | None = None,
+               key: bytes | None = None) -> list[dict[str, Any]]:
     """Rows ``{key_group, key, namespace, value, ttl_timestamp}`` of one state at ``epoch`` (default:
-    the newest epoch any partition committed), gathered from every partition of that epoch."""
-    store = CheckpointStore(path)
+    the newest epoch any partition committed), gathered from every partition of that epoch; ``key``: the
+    checkpoint's, when its manifests are signed."""
+    store = CheckpointStore(path, key=key)
     parts = store.partitions(operator)
     by_part = {p: store.epochs(operator, p) for p in parts}
     committed = sorted({e for es in by_part.values() for e in es})
@@ -176,12 +188,13 @@ def read_state(path: str, operator: str, state: str, epoch: int | None = None) -
 
 def main_inspect(argv: list[str] | None = None) -> int:
     """``statekit inspect CHECKPOINT [--json]``: print the report; exit code 1 on a checkpoint error."""
-    ap = argparse.ArgumentParser(prog="statekit inspect", description="Describe the snapshots at a checkpoint location.")
+    ap = argparse.ArgumentParser(prog="statekit inspect", description="Describe the snapshots at a checkpoint location "
+                                 f"(a signed one with its key in the environment variable {KEY_ENV}).")
     ap.add_argument("checkpoint", help="checkpoint path or URI")
     ap.add_argument("--json", action="store_true", help="print the structured report as JSON")
     args = ap.parse_args(argv)
     try:
-        info = inspect_checkpoint(args.checkpoint)
+        info = inspect_checkpoint(args.checkpoint, key_from_env())
     except CheckpointError as e:
         print(f"statekit inspect: {e}", file=sys.stderr)
         return 1

@@ -1,8 +1,9 @@
 """Manifests and the checkpoint layout: which files make up one (operator, partition, epoch) snapshot.
 
-A manifest is a small JSON document carrying its own sha256; it lists every file the snapshot
-needs (its own new files, and files of earlier epochs it builds on) with size and sha256, the
-backend's own section, the operator's metadata and statistics for inspection.
+A manifest is a small JSON document carrying its own sha256 (and, with a checkpoint key, an HMAC of
+the same body: ``signing``); it lists every file the snapshot needs (its own new files, and files of
+earlier epochs it builds on) with size and sha256, the backend's own section, the operator's metadata
+and statistics for inspection.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import CheckpointError, CorruptCheckpointError
+from .signing import KEY_SOURCES, sign, signed_by
 
 FORMAT = 1
 MANIFEST_NAME = "manifest.json"
@@ -94,8 +96,8 @@ class Manifest:
     metadata: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
-    """The serializer's registered types when the snapshot was taken (code -> ``module:qualname``),
-    so a restore in any process can import them (``statekit.expect_types``)."""
+    """The serializer's registered types when the snapshot was taken (code -> ``module:qualname``): a restore
+    checks them against its own and names them in errors (``statekit.check_recorded_types``), never imports them."""
 
     @property
     def path(self) -> str:
@@ -123,27 +125,54 @@ class Manifest:
         d["format"] = FORMAT
         return d
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, key: bytes | None = None) -> bytes:
+        """The committed JSON: the body with its sha256 and, with ``key``, its HMAC (``signature``)."""
         body = self.to_dict()
-        body["checksum"] = _checksum(body)
+        canonical = _canonical(body)
+        body["checksum"] = hashlib.sha256(canonical).hexdigest()
+        if key is not None:
+            body["signature"] = sign(canonical, key)
         return json.dumps(body, indent=1, sort_keys=True).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes, where: str) -> "Manifest":
-        """Parse and verify a manifest; ``where`` (its path) goes into every error."""
+    def from_bytes(cls, data: bytes, where: str, key: bytes | None = None) -> "Manifest":
+        """Parse and verify a manifest (its checksum; with ``key``, its signature, which it must carry);
+        ``where`` (its path) goes into every error."""
         try:
             body = json.loads(data)
             checksum = body.pop("checksum")
+            signature = body.pop("signature", None)
         except (ValueError, KeyError, AttributeError, TypeError):
             raise CorruptCheckpointError(f"manifest {where} is not valid JSON or lacks its checksum") from None
-        if checksum != _checksum(body):
+        canonical = _canonical(body)
+        if checksum != hashlib.sha256(canonical).hexdigest():
             raise CorruptCheckpointError(f"manifest {where} fails its checksum (corrupt or edited)")
+        if key is not None and not signed_by(canonical, signature, key):
+            unsigned = "" if signature is not None else (": it carries no signature (written without a key: read it "
+                                                         "without one, or start a new checkpoint)")
+            raise CorruptCheckpointError(f"manifest {where} fails its signature (edited, or written with another "
+                                         f"key){unsigned}")
+        if key is None and signature is not None:
+            raise CheckpointError(f"manifest {where} is signed: reading it needs the checkpoint's key ({KEY_SOURCES})")
         if body.pop("format", None) != FORMAT:
             raise CheckpointError(f"manifest {where} has an unsupported format")
-        first, last = body.pop("key_groups")
-        files = [FileEntry(**f) for f in body.pop("files")]
-        return cls(key_groups=range(first, last + 1), files=files, **body)
+        _check_types(body.get("types", {}), where)
+        try:
+            first, last = body.pop("key_groups")
+            files = [FileEntry(**f) for f in body.pop("files")]
+            return cls(key_groups=range(first, last + 1), files=files, **body)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptCheckpointError(f"manifest {where} lacks a field or has one of the wrong shape: {e}") from None
 
 
-def _checksum(body: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+def _canonical(body: dict[str, Any]) -> bytes:
+    """The bytes the checksum and the signature are of: the body without either, keys sorted."""
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def _check_types(types: Any, where: str) -> None:
+    """``types`` must map extension codes (digits) to ``module:qualname`` names: it is shown and compared, never run."""
+    if not (isinstance(types, dict) and all(isinstance(c, str) and c.isascii() and c.isdigit() and isinstance(n, str)
+                                            for c, n in types.items())):
+        raise CorruptCheckpointError(f"manifest {where}: field types must map extension codes to 'module:qualname' "
+                                     f"names, got {json.dumps(types)[:200]}")

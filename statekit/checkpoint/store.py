@@ -30,12 +30,13 @@ from ..errors import StateError
 from ..backend import create_backend
 from ..registry import backend_class, wall_clock_ms
 from ..payload import decode, encode
-from ..serialization import expect_types, registered_types
+from ..serialization import check_recorded_types, registered_types
 from ..snapshots import LOGICAL, NATIVE, IncrementalSnapshots
 from .errors import CheckpointError, CorruptCheckpointError, NoCheckpointError
 from .manifest import (MANIFEST_NAME, Manifest, check_operator, epoch_dir, manifest_path,
                        parse_epoch, parse_partition, partition_dir, partition_name)
 from .policy import CheckpointPolicy
+from .signing import check_key
 from .storage import RetryPolicy, Storage
 from .transfer import SnapshotReader, SnapshotWriter
 
@@ -83,11 +84,13 @@ class Restored:
 
 
 class CheckpointStore:
-    """Snapshots of keyed-state backends at a checkpoint location (path or any pyarrow URI)."""
+    """Snapshots of keyed-state backends at a checkpoint location (path or any pyarrow URI). With ``key``,
+    every manifest it commits is signed and every manifest it reads must be (``signing``)."""
 
     def __init__(self, uri: str, policy: CheckpointPolicy | None = None, *, retry: RetryPolicy | None = None,
-                 **policy_options: Any) -> None:
+                 key: bytes | None = None, **policy_options: Any) -> None:
         self.storage = Storage(uri, retry)
+        self._key = check_key(key)
         self.policy = policy if policy is not None else CheckpointPolicy(**policy_options)
         self.location = f"{self.storage.fs.type_name}:{self.storage.root}"
 
@@ -115,9 +118,7 @@ class CheckpointStore:
         except FileNotFoundError:
             raise NoCheckpointError(f"operator {operator_id!r} epoch {epoch} partition {partition_name(key_groups)}: "
                                     f"no committed manifest {path}") from None
-        manifest = Manifest.from_bytes(data, path)
-        expect_types(manifest.types)
-        return manifest
+        return Manifest.from_bytes(data, self.storage.full_path(path), self._key)
 
     def covering(self, operator_id: str, key_groups: range, epoch: int | None = None) -> list[Manifest]:
         """Manifests of one epoch that together hold every key group of ``key_groups`` ([] when no
@@ -196,7 +197,7 @@ class CheckpointStore:
         if self.storage.info(manifest.path) is not None:
             return False
         tmp = f"{partition_dir(manifest.operator, manifest.key_groups)}/_tmp/{manifest.attempt}-{MANIFEST_NAME}"
-        self.storage.commit(manifest.path, manifest.to_bytes(), tmp)
+        self.storage.commit(manifest.path, manifest.to_bytes(self._key), tmp)
         return True
 
     def _committed(self, operator_id: str, kgs: range, epoch: int) -> Manifest | None:
@@ -227,6 +228,8 @@ class CheckpointStore:
             key_groups = backend.key_groups if backend is not None else range(config.max_parallelism)
         kgs = _as_range(key_groups)
         sources = self.covering(operator_id, kgs, epoch)
+        for m in sources:
+            _check_types(m)
         if backend is not None and sources and self._is_current(backend, config, kgs, sources):
             return Restored(backend, sources[0].epoch, sources, fast_path=True, native=True)
         if backend is not None and sources and self._caught_up(backend, config, kgs, sources):
@@ -280,6 +283,7 @@ class CheckpointStore:
 
     def logical_snapshot(self, manifest: Manifest) -> dict:
         """The backend-neutral snapshot of one committed manifest, whatever backend wrote it."""
+        _check_types(manifest)
         reader = SnapshotReader(self.storage, manifest)
         if manifest.kind == LOGICAL:
             return decode(reader.read(manifest.files_with_role("logical")[0]))
@@ -360,6 +364,12 @@ class CheckpointStore:
                 deleted.append(path)
             self.storage.delete_dir(partition_dir(operator_id, old))
         return deleted
+
+
+def _check_types(manifest: Manifest) -> None:
+    """Refuse a snapshot that recorded another class under a code than this process has, before decoding it;
+    its recorded names explain a code met later that this process does not know. Nothing is imported."""
+    check_recorded_types(manifest.types, f"{manifest.where} (manifest {manifest.path})")
 
 
 def _as_range(key_groups: Iterable[int]) -> range:

@@ -105,11 +105,16 @@ class SnapshotReader(snapshots.SnapshotReader):
         if size != entry.size or sha != entry.sha256:
             raise CorruptCheckpointError(
                 f"{self.manifest.where}: file {entry.path} is corrupt ({size} bytes, sha256 {sha[:12]}..., "
-                f"expected {entry.size} bytes, sha256 {entry.sha256[:12]}...); restore an earlier retained epoch")
+                f"expected {entry.size} bytes, sha256 {entry.sha256[:12]}...); {self._way_out()}")
 
     def _missing(self, entry: FileEntry) -> CorruptCheckpointError:
-        return CorruptCheckpointError(f"{self.manifest.where}: file {entry.path} is missing; "
-                                      f"restore an earlier retained epoch")
+        return CorruptCheckpointError(f"{self.manifest.where}: file {entry.path} is missing; {self._way_out()}")
+
+    def _way_out(self) -> str:
+        """How to go on: restart the job from an earlier retained epoch (``statekit inspect`` lists them)."""
+        where = self.storage.uri
+        return (f"roll the job back to an earlier retained epoch: statekit checkpoint rollback {where} --to-epoch "
+                f"<epoch before {self.manifest.epoch}> (statekit inspect {where} lists the retained epochs)")
 
     def read(self, entry: FileEntry) -> bytes:
         try:

@@ -2,7 +2,7 @@
 
 The only package that imports pyspark (lazily, inside functions). ``run_keyed`` takes a Spark
 DataFrame (streaming or batch) and an operator factory; operators know nothing of Spark.
-See ``api`` for the per-epoch protocol and the README's "Running on Spark".
+See ``api`` for the per-epoch protocol, and docs/spark.md.
 """
 
 from .api import FAULT_ENV, RunSummary, resolve_config, run_keyed

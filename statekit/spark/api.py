@@ -36,9 +36,11 @@ from ..operators import KeyedOperator, state_layout_of
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
 from .errors import InputError, StopRequested, task_failure
+from .host import application_secret
 from .interrupts import CtrlC
 from .plan import EpochPlan, Fault, JobPlan
 from .records import ROUTE, Router, routed_schema, routing_values
+from .recovery import check_epochs
 from .sink import OutputDir
 from .sinks import EpochSink, as_sink
 from .spark_logs import SparkLogSilence
@@ -47,7 +49,7 @@ from .warmup import warm_up_workers
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
-             "host_idle_timeout", "state_hosts", "lease_timeout")
+             "host_idle_timeout", "state_hosts", "lease_timeout", "checkpoint_key")
 STATE_HOSTS = ("process", "worker")
 DEFAULT_HOST_IDLE_TIMEOUT = "10m"
 CORES_PER_TABLE_HOST = 4
@@ -334,7 +336,9 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                   to_arrow_schema(routed_schema(selected.schema)), to_arrow_schema(result_schema),
                   to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), files,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None,
-                  state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"), int(hosts))
+                  state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"), int(hosts),
+                  checkpoint_key=settings.get("checkpoint_key", "").encode() or None,
+                  secret=application_secret(spark.conf.get("spark.app.id")))
     fields = {f.name: f.dataType.simpleString() for f in selected.schema.fields}
     description = {
         "operator_id": operator_id, "operator": probe.describe(), "statekit": _version(),
@@ -346,10 +350,12 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     spark_checkpoint = spark_checkpoint or settings.get("spark_checkpoint")
     if mode == "stream":
         spark_checkpoint = hadoop_checkpoint(spark, checkpoint, spark_checkpoint)
+    description.update(output=files.path, spark_checkpoint=spark_checkpoint if mode == "stream" else None)  # for a rollback
     lease = take_lease(checkpoint, settings, operator_id)
     try:
         job = replace(job, lease_token=lease.token)
         log = EpochLog(checkpoint)
+        check_epochs(log, job, spark_checkpoint if mode == "stream" else None)  # a lost record rebuilt, or refused
         changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
         if changes:
             _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))

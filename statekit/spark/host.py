@@ -24,6 +24,17 @@ keep open, and a finished job should not hold memory) and keeps no other partiti
 JVM of the executor that started it ends, when its process group is hung up (Spark's Python daemon
 stopping), or after ``host_idle_timeout`` without a task. A task takes a host only once the host
 acknowledged it: one whose host ended before that starts another.
+
+Who can reach a host. Its socket, lock, pid file and log live in ``runtime_dir``, which statekit uses
+only when it is a real directory of this user that no one else may open (mode 0700): other local users
+cannot reach, swap or read them. A worker whose runtime directory is not such keeps the state itself
+(``hosted_run``). Other applications of the same user can open that directory, so a host and a worker
+first prove to each other that they know the application's secret (``JobPlan.secret``, made by the
+driver; the host gets it on its stdin or in its spawner's authenticated request, never in its arguments,
+environment or a file) before a pickle is read either way. Not stopped: a process of the same user that
+can ptrace reads any process's memory, the secret too; one that renames a host's socket and relays both
+directions of the handshake sits between them after it (the messages that follow carry no signature of
+their own). Only separate users or containers keep applications apart from those.
 """
 
 from __future__ import annotations
@@ -32,18 +43,22 @@ import fcntl
 import hashlib
 import os
 import pickle
+import secrets
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from multiprocessing.connection import Client, Connection
+from dataclasses import replace
+from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from ..operators import gc_paused
+from .handshake import HandshakeError, accept, connect
 from .lazy_pandas import defer_pandas
 from .memory import allocator_environment, release_free_memory
 from .plan import EpochPlan, JobPlan
@@ -57,6 +72,11 @@ TAKEN = "taken"
 """A host's answer to a task's first message: it serves this task."""
 _START_SECONDS = 60.0
 """How long a worker waits for a host it started to listen."""
+_RETRIED = ("the task fails; Spark retries it when spark.task.maxFailures allows, and a retry restores from the "
+            "checkpoint")
+"""What follows a host's failure (under ``local[N]`` masters, none: they do not retry)."""
+_SECRETS: dict[str, bytes] = {}
+_fallback_reported = False
 
 
 class HostError(RuntimeError):
@@ -67,11 +87,42 @@ class RemoteTraceback(Exception):
     """The traceback of an exception raised in a state host (the cause of the one re-raised in the task)."""
 
 
+class RuntimeDirError(HostError):
+    """The runtime directory is not a directory of this user closed to everyone else: no host is used."""
+
+
 def runtime_dir() -> str:
-    """This user's directory of host sockets, locks and logs on this machine."""
-    path = os.path.join(tempfile.gettempdir(), f"statekit-hosts-{os.getuid()}")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
+    """This user's directory of host sockets, locks and logs on this machine: made with mode 0700, or
+    one already there only if it is a real directory (not a link) of this user with no group or other
+    permission; RuntimeDirError otherwise."""
+    path = os.path.join(tempfile.gettempdir(), f"statekit-hosts-{os.geteuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise RuntimeDirError(f"cannot make the state hosts' directory {path}: {e}") from None
+    st = os.lstat(path)
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        problem = "a symbolic link"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem = "not a directory"
+    elif st.st_uid != os.geteuid():
+        problem = f"owned by another user (uid {st.st_uid}, this process runs as uid {os.geteuid()})"
+    elif mode & 0o077:
+        problem = "open to its group or other users"
+    else:
+        return path
+    raise RuntimeDirError(f"the state hosts' directory {path} (owner uid {st.st_uid}, mode {mode:04o}) is {problem}: "
+                          f"another user could reach or swap the hosts' sockets there. Remove it (statekit makes it "
+                          f"anew with mode 0700) or point TMPDIR at a directory of this user")
+
+
+def application_secret(app_id: str) -> bytes:
+    """The secret a Spark application's hosts and workers prove to each other (made once per application in
+    the driver: a host one run left open serves the application's next run)."""
+    return _SECRETS.setdefault(app_id, secrets.token_bytes(32))
 
 
 def host_name(app_id: str, operator_id: str, checkpoint: str, number: int) -> str:
@@ -95,13 +146,28 @@ def executor_pid() -> int:
     return os.getppid()
 
 
+def hosted_run(job: JobPlan, epoch: EpochPlan, index: int) -> HostedRun | LocalRun:
+    """One task's state work on the partition's state host; in this worker (as with ``state_host=worker``)
+    where hosts cannot be used safely, said once a process on stderr."""
+    global _fallback_reported
+    try:
+        return HostedRun(job, epoch, index)
+    except RuntimeDirError as e:
+        if not _fallback_reported:
+            print(f"statekit: keeping partitions' state in the Python workers, not in state hosts: {e}",
+                  file=sys.stderr, flush=True)
+            _fallback_reported = True
+        return LocalRun(replace(job, state_host="worker"), epoch, index)
+
+
 class HostedRun:
     """One task's state work sent to the partition's state host (the same steps as ``LocalRun``)."""
 
     def __init__(self, job: JobPlan, epoch: EpochPlan, index: int) -> None:
         self.job, self.epoch, self.index = job, epoch, index
         self.number = index % job.state_hosts
-        self.conn = _connect(job, self.number)
+        self.base = os.path.join(runtime_dir(), host_name(job.app_id, job.operator_id, job.checkpoint, self.number))
+        self.conn: Connection | None = None
 
     def process(self, valid: Any) -> Processed:
         from pyspark import cloudpickle  # the operator factory may be a closure of the user's script
@@ -114,36 +180,40 @@ class HostedRun:
         return self._reply()
 
     def _begin(self, task: tuple) -> None:
-        """Hand ``task`` to the host; a host that ended without taking it (it committed a final epoch
-        and kept nothing: the connection was waiting when it stopped listening) is started again once."""
-        for attempt in range(2):
+        """Hand ``task`` to the host, reached first; a host that ended without taking it (it committed a
+        final epoch and kept nothing: the connection was waiting when it stopped listening) is started
+        again once."""
+        for _ in range(2):
             try:
+                self.conn = _connect(self.base, self.job)
                 self.conn.send(task)
                 if self.conn.recv() == TAKEN:
                     return
-            except (EOFError, OSError):
+            except (EOFError, ConnectionError):
                 pass
-            self.conn.close()
-            if attempt == 0:
-                self.conn = _connect(self.job, self.number)
-        raise HostError(f"state host {self.number} of partition {self.index} did not take epoch "
-                        f"{self.epoch.epoch}; the task is retried")
+            self.abort()
+        raise HostError(f"state host {self.number} of partition {self.index} ({self.base}.sock) did not take epoch "
+                        f"{self.epoch.epoch}; {_RETRIED}")
 
     def commit(self, max_ts: int | None) -> Commit:
+        assert self.conn is not None, "commit before process"
         self.conn.send(max_ts)
         reply = self._reply()
-        self.conn.close()
+        self.abort()
         return reply
 
     def abort(self) -> None:
-        self.conn.close()  # the host drops the slot when the connection ends before a commit
+        if self.conn is not None:  # the host drops the slot when the connection ends before a commit
+            self.conn.close()
+            self.conn = None
 
     def _reply(self) -> Any:
+        assert self.conn is not None, "a reply before the task"
         try:
             status, value, text = self.conn.recv()
         except (EOFError, OSError) as e:
             raise HostError(f"state host of partition {self.index} went away during epoch {self.epoch.epoch} "
-                            f"({type(e).__name__}); the task is retried and restores from the checkpoint") from None
+                            f"({type(e).__name__}); {_RETRIED}") from None
         if status == "ok":
             return value
         try:
@@ -155,26 +225,26 @@ class HostedRun:
         raise error from RemoteTraceback(f"in the state host of partition {self.index}:\n{text}")
 
 
-def _connect(job: JobPlan, number: int) -> Connection:
-    """A connection to host ``number`` of the job, started first if none listens."""
-    base = os.path.join(runtime_dir(), host_name(job.app_id, job.operator_id, job.checkpoint, number))
+def _connect(base: str, job: JobPlan) -> Connection:
+    """A connection to the job's host at ``base.sock`` once it proved it knows the job's secret, started
+    first if none listens; EOFError or ConnectionError if it went away before the handshake."""
     try:
-        return Client(base + ".sock", family="AF_UNIX")
+        return _client(base + ".sock", job.secret)
     except (FileNotFoundError, ConnectionRefusedError):
         pass
     with open(base + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one worker starts the host; the others wait and connect
         try:
-            return Client(base + ".sock", family="AF_UNIX")
+            return _client(base + ".sock", job.secret)
         except (FileNotFoundError, ConnectionRefusedError):
             pass
         if os.path.exists(base + ".sock"):
             os.unlink(base + ".sock")  # left by a host that was killed
-        ended = _start(base, [base + ".sock", str(executor_pid()), str(job.host_idle_seconds)])
+        ended = _start(base, [base + ".sock", str(executor_pid()), str(job.host_idle_seconds)], job.secret)
         deadline = time.monotonic() + _START_SECONDS
         while True:
             try:
-                return Client(base + ".sock", family="AF_UNIX")
+                return _client(base + ".sock", job.secret)
             except (FileNotFoundError, ConnectionRefusedError):
                 if ended() or time.monotonic() > deadline:
                     with open(base + ".log", "rb") as f:
@@ -183,17 +253,33 @@ def _connect(job: JobPlan, number: int) -> Connection:
                 time.sleep(0.02)
 
 
-def _start(base: str, argv: list[str]) -> Callable[[], bool]:
-    """Start host ``argv`` (``main``'s) logging to ``base.log``: forked by the spawner when this worker has
-    one, else a new interpreter; returns whether it has ended."""
+def _client(sock: str, secret: bytes) -> Connection:
+    """A connection to the host at ``sock`` once each side proved it knows ``secret``; HostError naming the
+    socket if what listens there does not."""
+    try:
+        return connect(sock, secret)
+    except HandshakeError as e:
+        raise HostError(f"{sock} does not answer as a state host of this application: {e}. Nothing it sent was "
+                        f"read. Another process of this user listens there: stop it or remove the socket; "
+                        f"{_RETRIED}") from None
+
+
+def _start(base: str, argv: list[str], secret: bytes) -> Callable[[], bool]:
+    """Start host ``argv`` (``main``'s) with ``secret``, logging to ``base.log``: forked by the spawner when
+    this worker has one, else a new interpreter that reads the secret on its stdin; returns whether it has ended."""
     log = base + ".log"
     open(log, "ab").close()  # there for the error message even if the host never starts
-    pid = spawn(argv, log)
+    pid = spawn(argv, log, secret)
     if pid is not None:
         return lambda: not _alive(pid)
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-c", _MAIN, *argv], stdin=subprocess.DEVNULL, stdout=out,
+        proc = subprocess.Popen([sys.executable, "-c", _MAIN, *argv], stdin=subprocess.PIPE, stdout=out,
                                 stderr=out, close_fds=True, env=allocator_environment(os.environ))
+    try:
+        proc.stdin.write(secret)
+        proc.stdin.close()
+    except BrokenPipeError:  # it ended before reading it: its log says why
+        pass
     return lambda: proc.poll() is not None
 
 
@@ -238,9 +324,10 @@ def _serve_task(conn: Connection) -> bool:
     return True
 
 
-def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
-    """Serve tasks on the Unix socket ``path`` one at a time until the executor ends, no task came for
-    ``idle_seconds``, or a task committed a final epoch and no state is kept."""
+def serve(path: str, executor_pid: int, idle_seconds: float, secret: bytes) -> None:
+    """Serve tasks on the Unix socket ``path`` one at a time, each to a peer that proved it knows ``secret``
+    (others are dropped), until the executor ends, no task came for ``idle_seconds``, or a task committed a
+    final epoch and no state is kept."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(16)
@@ -250,13 +337,18 @@ def serve(path: str, executor_pid: int, idle_seconds: float) -> None:
     last = time.monotonic()
     try:
         while True:
-            ready, _, _ = select.select([server], [], [], 1.0)
-            if not ready:
-                if not _alive(executor_pid) or time.monotonic() - last > idle_seconds:
-                    return
+            if not _alive(executor_pid) or time.monotonic() - last > idle_seconds:
+                return  # checked at each turn: peers that keep connecting and fail hold no host open
+            if not select.select([server], [], [], 1.0)[0]:
                 continue
             client, _ = server.accept()
             conn = Connection(client.detach())
+            try:
+                accept(conn, secret)
+            except (HandshakeError, EOFError, OSError) as e:
+                conn.close()
+                print(f"statekit state host: dropped a peer: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                continue
             more = True
             try:
                 with gc_paused():  # no collections mid-task; the task's garbage is collected after its reply
@@ -300,11 +392,14 @@ def _exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def main(argv: list[str]) -> None:
-    """A host's process: ``main([SOCKET, EXECUTOR_PID, IDLE_SECONDS])`` (see ``_MAIN``)."""
+def main(argv: list[str], secret: bytes | None = None) -> None:
+    """A host's process: ``main([SOCKET, EXECUTOR_PID, IDLE_SECONDS], secret)``; forked by the spawner
+    with the job's secret, or a new interpreter (see ``_MAIN``) that reads it on its stdin."""
     ignore_interrupts()
     defer_pandas()
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGHUP, _exit)
-    serve(argv[0], int(argv[1]), float(argv[2]))
+    if secret is None:
+        secret = sys.stdin.buffer.read()
+    serve(argv[0], int(argv[1]), float(argv[2]), secret)
 

@@ -71,6 +71,11 @@ class JobPlan:
     state_hosts: int = 1
     lease_token: int = 0
     """The run's checkpoint lease token: a task commits only while it is the newest (0: no lease, not fenced)."""
+    checkpoint_key: bytes | None = field(default=None, repr=False)
+    """The key that signs and checks the checkpoint's manifests (``spark.statekit.checkpoint_key``; None: unsigned)."""
+    secret: bytes = field(default=b"", repr=False)
+    """The application's secret that its state hosts and workers prove to each other (``host``; empty: none
+    made, no host admits the task). Never shown: not in a repr, a log or an error."""
 
     def slots_kept(self) -> int:
         """How many partitions' state one process keeps open: a host, all it is given; a worker, ``cache_size``."""

@@ -93,8 +93,7 @@ def _local_config(job: JobPlan, kgs: range) -> StateConfig:
     return config.with_options(local_dir=os.path.join(config.local_dir, name))
 
 
-def _open(job: JobPlan, backend: Any, metadata: list[dict]) -> Slot:
-    op = job.operator_factory()  # a KeyedOperator: run_keyed checked the driver's copy
+def _open(op: KeyedOperator, backend: Any, metadata: list[dict]) -> Slot:
     out = Output()
     op.open(backend, out)
     if metadata:
@@ -110,14 +109,17 @@ def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) 
     if epoch.restore_epoch is None:
         if kept is not None:
             kept.close()
-        return _open(job, create_backend(config, kgs), []), False, False
+        return _open(job.operator_factory(), create_backend(config, kgs), []), False, False
+    # Made before the restore: making it imports the job's modules, which register the types its state holds (a
+    # checkpoint only names them). A process with a kept slot made one already, so a fast path makes none.
+    op = job.operator_factory() if kept is None else None
     r = store.restore(job.operator_id, config, kgs, epoch=epoch.restore_epoch,
                       backend=kept.backend if kept is not None else None)
     if r.fast_path:
         return kept, True, False
     if kept is not None:
         kept.operator.close()  # its backend was closed by the store, or caught up (reopened below)
-    return _open(job, r.backend, r.metadata), False, r.caught_up
+    return _open(op if op is not None else job.operator_factory(), r.backend, r.metadata), False, r.caught_up
 
 
 def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> None:
@@ -145,7 +147,7 @@ class LocalRun:
     def __init__(self, job: JobPlan, epoch: EpochPlan, index: int) -> None:
         self.job, self.epoch = job, epoch
         self.kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
-        self.store = CheckpointStore(job.checkpoint, retain=job.retain)
+        self.store = CheckpointStore(job.checkpoint, retain=job.retain, key=job.checkpoint_key)
         self.slot: Slot | None = None
 
     def process(self, valid: Any) -> Processed:

@@ -10,19 +10,29 @@ interpreter instead (``host._connect``).
 
 Hosts stay in the daemon's process group, as hosts its workers started do, so Spark's daemon hanging
 up its group when it stops ends them. The spawner ends with the daemon.
+
+Only the daemon's own processes may ask: the daemon makes a secret before it forks anything and keeps
+it in memory (``_secret``: the workers and the spawner, its forks, inherit it; no file, argument or
+environment holds it), and a peer proves it knows it (``handshake``) before the spawner reads a request.
+Requests and replies are JSON, never pickle: ``{argv, log, secret}`` (the host's own secret, hex) ->
+``{pid}``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
-import pickle
+import secrets
 import select
 import signal
 import socket
 import sys
 import traceback
-from typing import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Sequence
+
+from .handshake import HandshakeError, accept, connect
 
 SPAWNER_ENV = "_STATEKIT_HOST_SPAWNER"
 """The spawner's socket, set in the daemon's environment before it forks workers (not a ``STATEKIT_*``
@@ -30,6 +40,13 @@ setting: ``StateConfig.from_env`` refuses names it does not know)."""
 HOST_NAME, SPAWNER_NAME = "statekit-host", "statekit-spawn"
 """Process names (``/proc/<pid>/comm``) of forked hosts and of the spawner: their command line is the daemon's."""
 _PR_SET_NAME = 15
+_MAX_MESSAGE = 1 << 16
+"""The longest request or reply read (a host's arguments and paths)."""
+HostMain = Callable[[list[str], bytes], None]
+"""A forked host's work: ``host_main(argv, secret)``, the secret its peers must prove they know."""
+
+_secret: bytes | None = None
+"""The spawner's secret: made by ``start_spawner`` in the daemon, inherited by the forks made after it."""
 
 
 def name_process(name: str) -> None:
@@ -40,10 +57,11 @@ def name_process(name: str) -> None:
         pass
 
 
-def start_spawner(directory: str, host_main: Callable[[list[str]], None]) -> None:
+def start_spawner(directory: str, host_main: HostMain) -> None:
     """Fork the spawner from this process (the daemon, before it forks workers), listening in
     ``directory``, and name its socket in ``SPAWNER_ENV`` for the workers forked from here on; each host
-    it forks runs ``host_main(argv)``."""
+    it forks runs ``host_main(argv, secret)``."""
+    global _secret
     try:
         os.setpgid(0, 0)  # the group Spark's daemon makes for itself and its workers: hosts join it too
     except OSError:  # already leading its session: it leads its group too
@@ -54,10 +72,11 @@ def start_spawner(directory: str, host_main: Callable[[list[str]], None]) -> Non
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)
+    _secret = secrets.token_bytes(32)
     if os.fork() == 0:
         code = 0
         try:
-            _serve(listener, path, host_main)
+            _serve(listener, path, _secret, host_main)
         except _Stopped:  # hung up or terminated with its daemon's group: a clean stop, nothing to report
             pass
         except BaseException:  # noqa: BLE001 -- reported on the executor's stderr; workers start hosts themselves
@@ -70,8 +89,9 @@ def start_spawner(directory: str, host_main: Callable[[list[str]], None]) -> Non
     os.environ[SPAWNER_ENV] = path
 
 
-def _serve(listener: socket.socket, path: str, host_main: Callable[[list[str]], None]) -> None:
-    """Fork a host for each request until the daemon ends."""
+def _serve(listener: socket.socket, path: str, secret: bytes, host_main: HostMain) -> None:
+    """Fork a host for each request of a peer that knows ``secret`` until the daemon ends; a peer that
+    does not is dropped, reported on stderr."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # hosts are reaped as they end
     signal.signal(signal.SIGHUP, _stop)  # Spark's daemon hangs up its group as it stops
     signal.signal(signal.SIGTERM, _stop)
@@ -84,21 +104,29 @@ def _serve(listener: socket.socket, path: str, host_main: Callable[[list[str]], 
         while os.getppid() == daemon:
             if not select.select([listener], [], [], 1.0)[0]:
                 continue
-            conn, _ = listener.accept()
-            with conn:
-                conn.sendall(pickle.dumps(_fork_host(conn, listener, host_main)))
+            client, _ = listener.accept()
+            with Connection(client.detach()) as conn:
+                try:
+                    accept(conn, secret)
+                except (HandshakeError, EOFError, OSError) as e:
+                    print(f"statekit host spawner: dropped a peer: {type(e).__name__}: {e}", file=sys.stderr,
+                          flush=True)
+                    continue
+                pid = _fork_host(conn, listener, host_main)
+                try:
+                    conn.send_bytes(json.dumps({"pid": pid}).encode())
+                except OSError:  # the worker went away: its host, if forked, ends when idle
+                    pass
     finally:
         if os.getpid() == me:  # not a host just forked, stopped before it left this loop
             os.unlink(path)
 
 
-def _fork_host(conn: socket.socket, listener: socket.socket, host_main: Callable[[list[str]], None]) -> int | None:
+def _fork_host(conn: Connection, listener: socket.socket, host_main: HostMain) -> int | None:
     """The pid of the host forked for the request on ``conn``; None for a request that is not one (or a
     fork that failed), reported on stderr: that worker starts its host itself, the spawner serves on."""
     try:
-        argv, log = pickle.loads(_recv_all(conn))
-        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(log, str)):
-            raise ValueError(f"expected (argv: list[str], log: str), got {type(argv).__name__}, {type(log).__name__}")
+        argv, log, secret = _parse(conn.recv_bytes(_MAX_MESSAGE))
         pid = os.fork()
     except Exception as e:  # noqa: BLE001 -- one bad request must not end the spawner for every later worker
         print(f"statekit host spawner: request refused: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
@@ -106,8 +134,22 @@ def _fork_host(conn: socket.socket, listener: socket.socket, host_main: Callable
     if pid == 0:
         conn.close()
         listener.close()
-        _host(argv, log, host_main)
+        _host(argv, log, secret, host_main)
     return pid
+
+
+def _parse(request: bytes) -> tuple[list[str], str, bytes]:
+    """A request's host arguments, log and host secret; ValueError naming what is wrong (never a value)."""
+    message: Any = json.loads(request)
+    if not isinstance(message, dict) or set(message) != {"argv", "log", "secret"}:
+        raise ValueError(f"expected an object of argv, log and secret, got {type(message).__name__} "
+                         f"{sorted(message) if isinstance(message, dict) else ''}")
+    argv, log, secret = message["argv"], message["log"], message["secret"]
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(log, str)
+            and isinstance(secret, str)):
+        raise ValueError(f"expected argv: list[str], log: str, secret: str (hex), got {type(argv).__name__}, "
+                         f"{type(log).__name__}, {type(secret).__name__}")
+    return argv, log, bytes.fromhex(secret)
 
 
 class _Stopped(BaseException):
@@ -119,8 +161,8 @@ def _stop(signum: int, frame: object) -> None:
     raise _Stopped(signum)  # through ``_serve``'s cleanup
 
 
-def _host(argv: Sequence[str], log: str, host_main: Callable[[list[str]], None]) -> None:
-    """A forked host's process: its output to ``log``, then ``host_main(argv)``; never returns."""
+def _host(argv: Sequence[str], log: str, secret: bytes, host_main: HostMain) -> None:
+    """A forked host's process: its output to ``log``, then ``host_main(argv, secret)``; never returns."""
     code = 1
     try:
         for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGTERM):  # the spawner's are not a host's
@@ -130,7 +172,7 @@ def _host(argv: Sequence[str], log: str, host_main: Callable[[list[str]], None])
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.close(out)
-        host_main(list(argv))
+        host_main(list(argv), secret)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
@@ -142,24 +184,18 @@ def _host(argv: Sequence[str], log: str, host_main: Callable[[list[str]], None])
         os._exit(code)
 
 
-def _recv_all(conn: socket.socket) -> bytes:
-    chunks = []
-    while chunk := conn.recv(65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def spawn(argv: Sequence[str], log: str) -> int | None:
-    """The pid of a host forked with ``argv`` (its ``host_main``'s) writing to ``log``; None when
-    this process has no spawner (not forked from statekit's daemon) or it cannot be reached."""
+def spawn(argv: Sequence[str], log: str, secret: bytes) -> int | None:
+    """The pid of a host forked with ``argv`` and ``secret`` (its ``host_main``'s) writing to ``log``;
+    None when this process has no spawner (not forked from statekit's daemon after it started one), or
+    it cannot be reached or does not prove it is the daemon's."""
     path = os.environ.get(SPAWNER_ENV)
-    if not path:
+    if not path or _secret is None:
         return None
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.connect(path)
-            conn.sendall(pickle.dumps((list(argv), log)))
-            conn.shutdown(socket.SHUT_WR)
-            return pickle.loads(_recv_all(conn))
-    except (OSError, EOFError, pickle.UnpicklingError):
+        with connect(path, _secret) as conn:
+            conn.send_bytes(json.dumps({"argv": list(argv), "log": log, "secret": secret.hex()}).encode())
+            reply = json.loads(conn.recv_bytes(_MAX_MESSAGE))
+    except (OSError, EOFError, HandshakeError, ValueError):
         return None
+    pid = reply.get("pid") if isinstance(reply, dict) else None
+    return pid if type(pid) is int else None

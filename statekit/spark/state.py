@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..checkpoint import JobRecord, read_state
+from ..checkpoint.signing import KEY_SPARK_CONF
 from ..operators import readable_state
 
 STATE_SCHEMA = "key_group INT, key STRING, namespace STRING, value STRING, ttl_timestamp BIGINT"
@@ -17,6 +18,11 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, default=repr)
 
 
+def _key(spark: Any) -> bytes | None:
+    """The checkpoint key the session's conf names (``spark.statekit.checkpoint_key``), as a run takes it."""
+    return (spark.conf.get(KEY_SPARK_CONF, None) or "").encode() or None
+
+
 def read_state_df(spark: Any, checkpoint: str, operator: str, state: str, epoch: int | None = None) -> Any:
     """Rows ``key_group, key, namespace, value, ttl_timestamp`` of one state at ``epoch`` (default: the
     newest); keys, namespaces and values rendered as text (JSON for structured ones), values as the
@@ -24,5 +30,5 @@ def read_state_df(spark: Any, checkpoint: str, operator: str, state: str, epoch:
     job = JobRecord(checkpoint).read() or {}
     described = job.get("operator") if job.get("operator_id") == operator else None
     rows = [(r["key_group"], _text(r["key"]), _text(r["namespace"]), _text(readable_state(described, state, r["value"])),
-             r["ttl_timestamp"]) for r in read_state(checkpoint, operator, state, epoch)]
+             r["ttl_timestamp"]) for r in read_state(checkpoint, operator, state, epoch, key=_key(spark))]
     return spark.createDataFrame(rows, STATE_SCHEMA)

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 from ..checkpoint import Storage
 from ..operators import gc_paused
 from .errors import InjectedFault
-from .host import HostedRun, executor_pid
+from .host import executor_pid, hosted_run
 from .lazy_pandas import defer_pandas
 from .memory import release_free_memory
 from .plan import EpochPlan, JobPlan
@@ -88,7 +88,7 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
     order = pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")])  # replay-stable order
     valid = valid.select([*job.columns, TS]).take(order)  # what the operator reads: no routing columns
     t1 = time.perf_counter()
-    run = HostedRun(job, epoch, index) if job.state_host == "process" else LocalRun(job, epoch, index)
+    run = hosted_run(job, epoch, index) if job.state_host == "process" else LocalRun(job, epoch, index)
     try:
         with gc_paused():  # no collections mid-epoch (in the snapshot either); one at its end
             done = run.process(valid)

@@ -1,18 +1,18 @@
 """Restore, inspect and read_state in a fresh interpreter that imported nothing but what it asks for:
-decoding must not depend on which modules a process happened to import (window namespaces, a user's
-own types recorded in the snapshot)."""
+decoding must not depend on which modules a process happened to import. Window namespaces decode through
+the ``statekit.types`` entry points; a user's own type decodes once the job registers it (a checkpoint
+records its name, and a restore never imports what a checkpoint names)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from statekit.testing import BACKENDS
+from tests.checkpoint_support import USER_TYPES
+from tests.checkpoint_support import run_python as _run
 
 WRITE = """
 import json, sys
@@ -42,7 +42,8 @@ READ = """
 import json, sys
 from statekit import StateConfig, ValueStateDescriptor
 from statekit.checkpoint import CheckpointStore, format_report, inspect_checkpoint, read_state
-assert "statekit.operators" not in sys.modules and "user_types" not in sys.modules
+import user_types  # the job registers its own type, as the module of its operator factory would
+assert "statekit.operators" not in sys.modules
 rows = read_state({root!r}, "op", "window-contents")
 r = CheckpointStore({root!r}).restore("op", StateConfig(backend={target!r}, local_dir={local!r}))
 b = r.backend
@@ -53,24 +54,6 @@ print(json.dumps({{"namespaces": sorted(repr(x["namespace"]) for x in rows), "po
                   "timers": timers.num_event_time_timers(), "report": format_report(inspect_checkpoint({root!r}))}}))
 """
 
-USER_TYPES = """
-from dataclasses import dataclass
-from statekit import register_type
-
-@dataclass(frozen=True)
-class Point:
-    x: int
-    y: int
-
-register_type(42, Point, lambda p: [p.x, p.y], lambda v: Point(*v))
-"""
-
-
-def _run(code: str, cwd: Path, extra_path: str | None = None) -> str:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": extra_path or ""}
-    r = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r.stdout
 
 
 @pytest.mark.parametrize("source", BACKENDS)
@@ -82,8 +65,7 @@ def test_fresh_interpreter_restores_windows_and_user_types(tmp_path, source, tar
     root = str(tmp_path / "ckpt")
     wrote = json.loads(_run(textwrap.dedent(WRITE).format(support=str(support), backend=source,
                                                           local=str(tmp_path / "w"), root=root), tmp_path))
-    out = _run(textwrap.dedent(READ).format(root=root, target=target, local=str(tmp_path / "r")), tmp_path,
-               extra_path=str(support))  # importable, but only the snapshot's record says to import it
+    out = _run(textwrap.dedent(READ).format(root=root, target=target, local=str(tmp_path / "r")), tmp_path, support)
     got = json.loads(out)
     assert len(wrote["namespaces"]) == 2 and all(n.startswith("TimeWindow(") for n in wrote["namespaces"])
     assert got["namespaces"] == wrote["namespaces"]
@@ -92,19 +74,41 @@ def test_fresh_interpreter_restores_windows_and_user_types(tmp_path, source, tar
     assert "operator op: 1 partition(s)" in got["report"]
 
 
-def test_unknown_code_names_the_code_and_the_expected_type(tmp_path):
+READ_UNDECLARED = """
+import json, sys
+from statekit import SerializationError, StateConfig, ValueStateDescriptor
+from statekit.checkpoint import CheckpointStore
+try:
+    b = CheckpointStore({root!r}).restore("op", StateConfig(backend={target!r}, local_dir={local!r})).backend
+    b.set_current_key("u1")
+    error = "decoded " + repr(b.get_state(ValueStateDescriptor("where")).value())
+except SerializationError as e:
+    error = str(e)
+print(json.dumps({{"error": error, "imported": "user_types" in sys.modules}}))
+"""
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_a_user_type_the_job_does_not_register_is_an_unknown_code(tmp_path, target):
+    """The snapshot records code 42 as user_types:Point and user_types is importable, but the reading job does not
+    register it: the restore fails naming the code and the recorded name, and imports nothing; ``statekit inspect``
+    still lists the epoch and says which code is unknown."""
     support = tmp_path / "support"
     support.mkdir()
     (support / "user_types.py").write_text(USER_TYPES)
     root = str(tmp_path / "ckpt")
     _run(textwrap.dedent(WRITE).format(support=str(support), backend="heap", local=str(tmp_path / "w"), root=root),
          tmp_path)
-    code = textwrap.dedent(READ).format(root=root, target="heap", local=str(tmp_path / "r"))
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0
-    assert "extension code 42 is type user_types:Point (recorded in the snapshot)" in r.stderr
-    assert "'user_types' cannot be imported" in r.stderr
+    got = json.loads(_run(textwrap.dedent(READ_UNDECLARED).format(root=root, target=target, local=str(tmp_path / "r")),
+                          tmp_path, support))
+    assert got["error"].startswith("state 'where': unknown msgpack extension code 42, recorded as user_types:Point: ")
+    assert "statekit.register_type(42, ...)" in got["error"] and "statekit.types" in got["error"]
+    assert got["imported"] is False
+    report = _run(f"import sys; from statekit.cli import main; sys.exit(main(['inspect', {root!r}]))", tmp_path,
+                  support)  # `statekit inspect`
+    assert "operator op: 1 partition(s)" in report and "    epoch 0: heap" in report
+    assert "unknown type code 42, recorded as user_types:Point" in report
+    assert "unknown type code 10" not in report  # a window: declared by statekit's entry points
 
 
 WRITE_PACKED = """

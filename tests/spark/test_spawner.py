@@ -15,26 +15,28 @@ import psutil
 from statekit.spark import host, spawner
 
 DAEMON = '''
-import json, os, sys, time
+import json, os, secrets, socket, sys, time
 from statekit.spark import host, spawner
+from statekit.spark.handshake import connect
 
 directory, sock = sys.argv[1], sys.argv[2]
 spawner.start_spawner(directory, host.main)
-import socket
-with socket.socket(socket.AF_UNIX) as bad:  # not a request: refused, and the spawner serves on
+with socket.socket(socket.AF_UNIX) as bad:  # no handshake: dropped unread, and the spawner serves on
     bad.connect(os.environ[spawner.SPAWNER_ENV])
-    bad.sendall(b"not a pickle")
+    bad.sendall(b"not a request")
     bad.shutdown(socket.SHUT_WR)
-    refused = bad.recv(100)
-pid = spawner.spawn([sock, str(os.getpid()), "1.0"], sock[:-5] + ".log")
+    dropped = bad.recv(100)
+with connect(os.environ[spawner.SPAWNER_ENV], spawner._secret) as malformed:  # authenticated, not a request
+    malformed.send_bytes(b'{"argv": "x"}')
+    refused = json.loads(malformed.recv_bytes())
+pid = spawner.spawn([sock, str(os.getpid()), "1.0"], sock[:-5] + ".log", secrets.token_bytes(32))
 deadline = time.monotonic() + 60
 while not os.path.exists(sock[:-5] + ".pid") and time.monotonic() < deadline:
     time.sleep(0.05)
 with open(f"/proc/{pid}/comm") as f:
     name = f.read().strip()
-import pickle
-print(json.dumps({"refused": pickle.loads(refused), "pid": pid, "name": name, "group": os.getpgid(pid) == os.getpgid(0),
-                  "spawner": os.environ[spawner.SPAWNER_ENV]}), flush=True)
+print(json.dumps({"dropped": dropped.hex(), "refused": refused, "pid": pid, "name": name,
+                  "group": os.getpgid(pid) == os.getpgid(0), "spawner": os.environ[spawner.SPAWNER_ENV]}), flush=True)
 sys.stdin.read()  # the daemon lives until the test closes its stdin
 '''
 
@@ -49,13 +51,14 @@ def _ended(pid: int, seconds: float = 30) -> bool:
 
 
 def test_a_forked_host_serves_ends_when_idle_and_the_spawner_ends_with_its_daemon(tmp_path):
-    """A request that is not one is refused (None) and reported; the next one still gets its host."""
+    """A peer that does not prove it knows the spawner's secret is dropped unanswered, an authenticated request
+    that is not one is refused (``{"pid": null}``), both reported; the next one still gets its host."""
     sock = os.path.join(host.runtime_dir(), f"test-spawned-{os.getpid()}.sock")
     daemon = subprocess.Popen([sys.executable, "-c", DAEMON, str(tmp_path), sock], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         got = json.loads(daemon.stdout.readline())
-        assert got["refused"] is None
+        assert got["refused"] == {"pid": None}
         assert got["name"] == spawner.HOST_NAME and got["group"]  # forked, in the daemon's process group
         assert os.path.exists(got["spawner"])
         assert _ended(got["pid"])  # idle for its 1 s: it ends and removes its files
@@ -63,7 +66,9 @@ def test_a_forked_host_serves_ends_when_idle_and_the_spawner_ends_with_its_daemo
     finally:
         daemon.stdin.close()
         daemon.wait(30)
-    assert "request refused: UnpicklingError" in daemon.stderr.read()
+    reported = daemon.stderr.read()
+    assert "dropped a peer: HandshakeError" in reported
+    assert "request refused: ValueError: expected an object of argv, log and secret" in reported
     deadline = time.monotonic() + 10
     while os.path.exists(got["spawner"]):  # the spawner sees its daemon gone within a second
         assert time.monotonic() < deadline, "the spawner outlived its daemon"
@@ -77,12 +82,12 @@ def test_without_a_spawner_a_worker_starts_its_host_as_a_new_interpreter(monkeyp
             monkeypatch.delenv(spawner.SPAWNER_ENV, raising=False)
         else:
             monkeypatch.setenv(spawner.SPAWNER_ENV, value)
-        assert spawner.spawn(["unused"], str(tmp_path / "unused.log")) is None
+        assert spawner.spawn(["unused"], str(tmp_path / "unused.log"), b"unused") is None
         job = SimpleNamespace(app_id=f"test-{os.getpid()}-{value}", operator_id="op", checkpoint=str(tmp_path),
-                              host_idle_seconds=1.0)
-        conn = host._connect(job, 0)
-        conn.close()
+                              host_idle_seconds=1.0, secret=b"s" * 32)
         base = os.path.join(host.runtime_dir(), host.host_name(job.app_id, "op", str(tmp_path), 0))
+        conn = host._connect(base, job)
+        conn.close()
         with open(base + ".pid") as f:
             started = psutil.Process(int(f.read()))
         assert base + ".sock" in started.cmdline()
@@ -94,7 +99,7 @@ HUNG_UP = '''
 import os, sys
 from statekit.spark import spawner
 
-spawner.start_spawner(sys.argv[1], lambda argv: None)
+spawner.start_spawner(sys.argv[1], lambda argv, secret: None)
 print(os.environ[spawner.SPAWNER_ENV], flush=True)
 sys.stdin.read()
 '''

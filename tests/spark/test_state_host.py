@@ -204,20 +204,25 @@ def _live_host(seen: list) -> object:
     return ours
 
 
+def _job(hosts: int) -> SimpleNamespace:
+    return SimpleNamespace(state_hosts=hosts, app_id="app", operator_id="op", checkpoint="ck")
+
+
 def test_a_task_whose_host_ended_before_taking_it_starts_another(monkeypatch):
     seen: list = []
     made = iter([_ended_host(), _live_host(seen)])
-    monkeypatch.setattr(host, "_connect", lambda job, number: next(made))
-    run_ = host.HostedRun(SimpleNamespace(state_hosts=1), EpochPlan(3, 2, None), 1)
+    monkeypatch.setattr(host, "_connect", lambda base, job: next(made))
+    run_ = host.HostedRun(_job(1), EpochPlan(3, 2, None), 1)
     run_._begin(("task",))
     assert seen == [("task",)]
 
 
 def test_a_task_whose_new_host_ends_too_fails_naming_the_host_and_epoch(monkeypatch):
     made = iter([_ended_host(), _ended_host()])
-    monkeypatch.setattr(host, "_connect", lambda job, number: next(made))
-    run_ = host.HostedRun(SimpleNamespace(state_hosts=2), EpochPlan(3, 2, None), 1)
-    with pytest.raises(host.HostError, match="state host 1 of partition 1 did not take epoch 3"):
+    monkeypatch.setattr(host, "_connect", lambda base, job: next(made))
+    run_ = host.HostedRun(_job(2), EpochPlan(3, 2, None), 1)
+    with pytest.raises(host.HostError, match=r"state host 1 of partition 1 \(.*\.sock\) did not take epoch 3; "
+                                             r"the task fails; Spark retries it when spark.task.maxFailures allows"):
         run_._begin(("task",))
 
 
@@ -251,7 +256,10 @@ def test_a_host_idle_timeout_that_is_not_a_positive_duration_is_refused(spark, s
 
 
 def _start(sock: str, executor: int, idle_seconds: float) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", host._MAIN, sock, str(executor), str(idle_seconds)])
+    proc = subprocess.Popen([sys.executable, "-c", host._MAIN, sock, str(executor), str(idle_seconds)],
+                            stdin=subprocess.PIPE)
+    proc.stdin.write(b"s" * 32)  # the secret, as a worker hands it
+    proc.stdin.close()
     deadline = time.monotonic() + 60
     while not os.path.exists(sock):
         assert proc.poll() is None and time.monotonic() < deadline, "the host did not start"
