@@ -10,21 +10,11 @@ import json
 import pytest
 
 from statekit.testing import BACKENDS
-from tests.checkpoint_support import run_python
+from tests.checkpoint_support import USER_TYPES, run_python
 
-POINT_OPS = """
-from dataclasses import dataclass
-from statekit import ValueStateDescriptor, register_type
+POINT_OPS = USER_TYPES + """
+from statekit import ValueStateDescriptor
 from statekit.operators import KeyedProcessFunction, KeyedProcessOperator
-
-
-@dataclass(frozen=True)
-class Point:
-    x: int
-    y: int
-
-
-register_type(42, Point, lambda p: [p.x, p.y], lambda v: Point(*v))
 
 
 class Track(KeyedProcessFunction):
