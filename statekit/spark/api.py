@@ -435,6 +435,7 @@ def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, i
         if runner.stop_requested:
             with runner.busy:  # the epoch in progress finishes; a batch after it sees the stop and is refused
                 pass
+            runner.quiet.silence()  # stopping interrupts what Spark planned (a broadcast, a batch): Spark logs it as errors
             query.stop()  # not under the lock: stopping waits for a batch Spark planned, which must get the lock to be refused
     except Exception:
         if not errors:
