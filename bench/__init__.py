@@ -1,8 +1,5 @@
 """statekit benchmarks: each part compares the backends with raw baselines in one run."""
 
-from .common import PeakRSS, progress, rate, run_isolated, timed
-from .report import BenchReport, Figure, Series, machine_info
-
 PARTS = {
     "ops": "statekit.bench.ops",
     "timers": "statekit.bench.timers",
@@ -12,5 +9,4 @@ PARTS = {
 }
 """Part name -> module with ``run(quick) -> BenchReport``, in the order ``all`` runs them."""
 
-__all__ = ["BenchReport", "Figure", "PARTS", "PeakRSS", "Series", "machine_info", "progress", "rate", "run_isolated",
-           "timed"]
+__all__ = ["PARTS"]  # the parts import the bench extra's packages: `statekit bench --help` must run without them

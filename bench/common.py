@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from statekit import AggregateFunction
 from statekit.clickstream import Click, generate_clickstream
-from statekit.spark.spawner import HOST_NAME, SPAWNER_NAME
+from statekit.spark.runtime import HOST_NAME, SPAWNER_NAME
 
 MIB = 1 << 20
 GAP_MS = 30_000
@@ -72,7 +72,7 @@ class TreeSampler(threading.Thread):
         name = p.name()  # read each time: a launcher shell may exec into java under the same pid
         if name in (HOST_NAME, SPAWNER_NAME):
             return HOSTS, True
-        if name.startswith("python") and any("statekit.spark.host" in a for a in p.cmdline()):
+        if name.startswith("python") and any("statekit.spark.runtime.host" in a for a in p.cmdline()):
             return HOSTS, False
         if name.startswith("python"):
             return WORKERS, True

@@ -1,4 +1,5 @@
-"""Run bench parts and write their reports: ``python -m bench`` and ``statekit bench``."""
+"""Run bench parts and write their reports: ``python -m bench`` and ``statekit bench``. A part's module is
+imported when the part runs, and one that needs a package of the bench extra says what to install."""
 
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
         if part not in PARTS:
             raise SystemExit(f"unknown bench part {part!r}; valid: {', '.join(PARTS)}, all")
         t0 = time.perf_counter()
-        module = importlib.import_module(PARTS[part])
+        try:
+            module = importlib.import_module(PARTS[part])
+        except ImportError as e:
+            raise SystemExit(f"statekit bench {part} needs the bench extra ({e.name} is not installed): "
+                             f"pip install 'statekit[bench]'") from None
         report = module.run(quick=quick, **spark_only)
         paths = report.write(out_dir)
         print(f"[{part}] {time.perf_counter() - t0:.1f}s -> {', '.join(str(p) for p in paths.values())}")
@@ -35,7 +40,9 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="statekit bench", description="Backend benchmarks: tables, JSON and plots.")
+    ap = argparse.ArgumentParser(prog="statekit bench", description="Backend benchmarks: tables, JSON and plots "
+                                 "(the parts need the bench extra: pip install 'statekit[bench]').",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("parts", nargs="*", default=["all"], help=f"parts to run: {', '.join(PARTS)} or all")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
@@ -43,8 +50,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; heap, "
                          "rocksdb and Spark native (spark-medium.*, spark-large.*)")
     ap.add_argument("--state-layout", choices=["table", "cells"], default=DEFAULT_STATE_LAYOUT,
-                    help=f"spark only: statekit's state layout (sessionize --state-layout; default "
-                         f"{DEFAULT_STATE_LAYOUT}; another writes spark-*-<layout>.*)")
+                    help="spark only: statekit's state layout (sessionize --state-layout; another than the "
+                         "default writes spark-*-<layout>.*)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout)

@@ -19,7 +19,8 @@ from .operator import KeyedOperator
 from .output import Columns, Output
 from .triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger, EventTimeTrigger,
                        NeverTrigger, ProcessingTimeTrigger, PurgingTrigger, Trigger, TriggerResult)
-from .window_operator import STATE_LAYOUTS, WindowOperator, readable_state, state_layout_of
+from .window_engine import STATE_LAYOUTS
+from .window_operator import WindowOperator, state_layout_of
 from .windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow
 
 __all__ = [
@@ -31,5 +32,5 @@ __all__ = [
     "ProcessWindowFunction", "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger",
     "SlidingEventTimeWindows", "SlidingProcessingTimeWindows", "TimeEvictor", "TimeWindow", "TimestampedValue",
     "Trigger", "TriggerResult", "TumblingEventTimeWindows", "TumblingProcessingTimeWindows", "WindowAssigner", "WindowColumnsFunction", "WindowRowsFunction",
-    "RowAggregate", "STATE_LAYOUTS", "WindowOperator", "count_window", "gc_paused", "readable_state", "state_layout_of",
+    "RowAggregate", "STATE_LAYOUTS", "WindowOperator", "count_window", "gc_paused", "state_layout_of",
 ]

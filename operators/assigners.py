@@ -1,4 +1,5 @@
-"""Window assigners (Flink's formulas): which windows an element belongs to, and their default trigger."""
+"""Window assigners (Flink's formulas): which windows an element belongs to, their default trigger, and the
+columnar engine (if any) that runs them with that trigger."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ from typing import Any, Callable
 
 from statekit.durations import to_millis
 
+from .aligned_engine import AlignedEngine
 from .evictors import CountEvictor, Evictor
+from .session_engine import SessionEngine
+from .session_table import SessionTable
 from .triggers import (CountTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, PurgingTrigger,
                        Trigger)
+from .window_engine import EngineSpec
 from .windows import GLOBAL_WINDOW, TimeWindow
 
 Duration = int | timedelta | str
@@ -30,6 +35,12 @@ class WindowAssigner(ABC):
 
     def get_default_evictor(self) -> Evictor | None:
         """The evictor an operator uses when none is given (only count windows have one)."""
+        return None
+
+    def columnar_engine(self, layout: str) -> EngineSpec | None:
+        """The engine that runs these windows columnar, stored in ``layout`` (one of ``STATE_LAYOUTS``),
+        with the default event-time trigger, no evictor and an incremental function; None: the record
+        path only. A subclass whose windows differ from its base's must say None (or its own engine)."""
         return None
 
 
@@ -90,6 +101,9 @@ class TumblingEventTimeWindows(_FixedWindows):
         start = ts - (ts - self.offset) % self.size
         return [TimeWindow(start, start + self.size)]
 
+    def columnar_engine(self, layout: str) -> EngineSpec | None:
+        return EngineSpec(AlignedEngine, (self.size, self.size, self.offset)) if layout == "cells" else None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.size}, offset={self.offset})"
 
@@ -106,6 +120,9 @@ class _OnProcessingTime:
 
     def is_event_time(self) -> bool:
         return False
+
+    def columnar_engine(self, layout: str) -> EngineSpec | None:
+        return None  # the engines are event-time ones
 
 
 class TumblingProcessingTimeWindows(_OnProcessingTime, TumblingEventTimeWindows):
@@ -136,6 +153,9 @@ class SlidingEventTimeWindows(_FixedWindows):
             out.append(TimeWindow(start, start + size))
             start -= slide
         return out
+
+    def columnar_engine(self, layout: str) -> EngineSpec | None:
+        return EngineSpec(AlignedEngine, (self.size, self.slide, self.offset)) if layout == "cells" else None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.size}, {self.slide}, offset={self.offset})"
@@ -170,6 +190,9 @@ class EventTimeSessionWindows(_SessionWindows):
     def assign_windows(self, element, timestamp, context):
         t = self._time(timestamp, context)
         return [TimeWindow(t, t + self.gap)]
+
+    def columnar_engine(self, layout: str) -> EngineSpec | None:
+        return EngineSpec(SessionTable if layout == "table" else SessionEngine, (self.gap,))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.gap})"

@@ -96,6 +96,11 @@ class CellEngine(WindowEngine):
         return cell
 
     @classmethod
+    def readable(cls, stored: bytes, function: PackedAggregate, version: int) -> list:
+        """A packed cell in the list form ``[timer, *bounds0, acc0, ...]``."""
+        return PackedCells(function, cls.BOUNDS).unpack_version(stored, version)
+
+    @classmethod
     def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
         """A migration of the engine's stored values from one of their accumulators' (each window's);
         a packed value is read with the layout of its version and comes out in the list form."""

@@ -26,6 +26,7 @@ import numpy as np
 
 from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
                       SerializationError, StateError, ValueState, deserialized_keys, key_group_representatives)
+from statekit.snapshot_header import declare_state_format
 
 from .columns import ArrowValues, arrow_codes, by_code, present_codes, python_values, session_runs
 from .key_slots import KeyBytes, KeySlots
@@ -36,7 +37,7 @@ from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order,
 from .windows import TimeWindow
 
 TABLE_STATE = "session-table"
-PAGE_FORMAT = 1
+PAGE_FORMAT = declare_state_format(TABLE_STATE, "page", 1)
 _HEAD = 6
 """A page is bytes: six int64 words (PAGE_FORMAT, words per row, keys, rows, key bytes, list-form bytes),
 the rows (int64), each row's key index (int32), each key's length (int32), the keys' bytes (serialized,
@@ -462,6 +463,11 @@ class SessionTable(SessionRules):
             for index, sessions in listed:
                 self._overflow[int(slots[index])] = [list(s) for s in sessions]
         self._settle()
+
+    @classmethod
+    def readable(cls, stored: bytes, function: PackedAggregate, version: int) -> list:
+        """A page as ``[[key, start, end, accumulator], ...]`` (``page_sessions``)."""
+        return page_sessions(stored, function, version)
 
     @classmethod
     def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:

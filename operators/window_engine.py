@@ -7,6 +7,7 @@ its windows (a cell per key, ``operators.cell_engine``; one table of all keys, `
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 import numpy as np
@@ -25,6 +26,9 @@ Fold = Callable[[np.ndarray, np.ndarray], list]
 """``fold(order, starts)``: one new accumulator per run j, folding ``add`` over rows ``order[starts[j]:starts[j+1]]``."""
 PackedFold = Callable[[np.ndarray, np.ndarray], Any]
 """``fold`` with the accumulators packed (``PackedAggregate.accumulate_packed``): an array, or None."""
+STATE_LAYOUTS = ("cells", "table")
+"""How columnar windows are stored: a cell per key (``cells``), or, for event-time sessions of a
+PackedAggregate, every key's sessions as one columnar table stored in pages per key group (``table``)."""
 
 
 class WindowSink(Protocol):
@@ -51,12 +55,19 @@ class WindowSink(Protocol):
 
 class WindowEngine(ABC):
     """The windows of one operator with ``lateness``, stored in ``state``; ``timers``' watermark is the
-    operator's. ``add(value, accumulator or None)`` and ``merge(a, b)`` are the window function's."""
+    operator's. ``add(value, accumulator or None)`` and ``merge(a, b)`` are the window function's.
+    A concrete engine (one naming its ``STATE``) is found by that name with ``engine_storing``."""
 
     STATE: ClassVar[str]
     """The name of the state holding the windows."""
     LAYOUT: ClassVar[str]
     """The state layout an operator describes (a checkpoint of another layout is refused)."""
+    _storing: ClassVar[dict[str, type["WindowEngine"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "STATE" in cls.__dict__:
+            WindowEngine._storing[cls.STATE] = cls
 
     def __init__(self, lateness: int, backend: KeyedStateBackend, state: ValueState, timers: InternalTimerService,
                  sink: WindowSink, add: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any],
@@ -88,6 +99,11 @@ class WindowEngine(ABC):
     @abstractmethod
     def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
         """A migration of the engine's stored values from one of their accumulators' (each window's)."""
+
+    @classmethod
+    @abstractmethod
+    def readable(cls, stored: bytes, function: PackedAggregate, version: int) -> list:
+        """A packed value of the engine's state (accumulators of ``function``'s ``version``) as people read it."""
 
     def close(self) -> None:
         """Let go of the backend (the operator closes; the backend may be kept). Default: nothing held."""
@@ -143,6 +159,20 @@ class WindowEngine(ABC):
         if watermark > self._timers.current_watermark():
             with gc_paused():
                 self._advance(watermark)
+
+
+def engine_storing(state: str) -> type[WindowEngine] | None:
+    """The engine whose windows are stored in the state named ``state``, if any."""
+    return WindowEngine._storing.get(state)
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """How a window assigner's windows run columnar: the ``engine`` and the ``shape`` its constructor
+    takes first (a session's gap; aligned windows' size, slide and offset)."""
+
+    engine: type[WindowEngine]
+    shape: tuple[int, ...]
 
 
 def timestamps_of(timestamps: Any) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:

@@ -24,10 +24,10 @@ from .keygroups import key_group_for_bytes, key_groups_and_bytes, key_groups_for
 from .migration import cell_migration
 from .registry import backend_class, wall_clock_ms
 from .serialization import KEY_SERIALIZER, NamespaceBytes
+from .snapshot_header import SNAPSHOT_FORMAT
 from .state import ResolvedKey
 from .timers import InternalTimerService, Timer, TimerQueue, TimerTarget, timer_sort_key, timer_sort_keys
 
-SNAPSHOT_FORMAT = 1
 _KEY_CACHE_LIMIT = 1 << 17
 
 
@@ -481,7 +481,8 @@ class KeyedStateBackend(ABC):
             raise StateError("restore_logical needs an empty backend")
         for snap in snapshots:
             if snap.get("format") != SNAPSHOT_FORMAT:
-                raise StateError(f"unsupported snapshot format {snap.get('format')!r}")
+                raise StateError(f"a logical snapshot of format {snap.get('format')!r}; this statekit reads format "
+                                 f"{SNAPSHOT_FORMAT} (the 'snapshot' mark of statekit.snapshot_header)")
             if snap["max_parallelism"] != self.max_parallelism:
                 raise StateError(f"snapshot has max_parallelism {snap['max_parallelism']}, this backend "
                                  f"{self.max_parallelism}: key groups cannot be mapped")

@@ -4,9 +4,38 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from .errors import StateError
+from .jobs.aggregates import agg_help
+from .registry import available_backends
+
+if TYPE_CHECKING:
+    from .spark import RunSummary
+
+EXIT_INVALID = 3
+"""``statekit sessionize``'s exit status when every record of its run was invalid, or more than
+``--max-invalid-fraction`` of them: what was committed stays committed."""
+SESSIONIZE_EXITS = (f"exit status: 0 done; 2 a mistake in the flags, the input or the output (most are found before "
+                    f"Spark starts); "
+                    f"{EXIT_INVALID} every record of the run was invalid, or more than --max-invalid-fraction of "
+                    f"them (the epochs committed stay committed); 130 stopped by Ctrl-C")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with each option's default, unless there is none to show (None, an off flag, an empty list) or
+    its help says it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default == [] \
+                or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+TOP_REASONS = 3
+"""How many kinds of invalid records the closing line of ``statekit sessionize`` names."""
 
 
 def _sessionize_args(p: argparse.ArgumentParser) -> None:
@@ -18,11 +47,16 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spark-checkpoint", default=None,
                    help="Spark's own streaming checkpoint, anywhere Hadoop can write (default <checkpoint>/_spark)")
     p.add_argument("--key", required=True, help="key column")
-    p.add_argument("--time", required=True, help="event-time column, integer milliseconds")
+    p.add_argument("--time", required=True,
+                   help="event-time column: TIMESTAMP, TIMESTAMP_NTZ, ISO-8601 text or epoch numbers (--time-unit)")
+    p.add_argument("--time-unit", choices=["s", "ms", "us"], default="ms", help="unit of epoch-number times")
+    p.add_argument("--time-format", default=None,
+                   help="text times by a Spark datetime pattern, e.g. 'yyyy-MM-dd HH:mm:ss' (default: ISO-8601)")
+    p.add_argument("--time-zone", default="UTC", help="zone of text times that name none (Europe/Berlin, +01:00)")
     p.add_argument("--gap", default="30s", help="session gap (30s, 5m, 1h30m, or ms)")
     p.add_argument("--watermark-delay", default="0", help="how far behind the max event time the watermark trails")
-    p.add_argument("--agg", action="append", default=None, help="sum:COL, count, min:COL, max:COL, avg:COL (repeatable)")
-    p.add_argument("--backend", choices=["heap", "rocksdb"], default=None, help="state backend (default rocksdb)")
+    p.add_argument("--agg", action="append", default=None, help=agg_help())
+    p.add_argument("--backend", choices=available_backends(), default=None, help="state backend (default rocksdb)")
     p.add_argument("--state-layout", choices=["table", "cells"], default=None,
                    help="table: every key's sessions as columns, stored per key group (for millions of keys); "
                         "cells: a stored value per key. Default: the checkpoint's layout, table for a new one")
@@ -31,8 +65,10 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default=None, help="Spark master (default local[*,4])")
     p.add_argument("--format", dest="fmt", choices=["csv", "parquet", "json"], default=None,
                    help="input format (default: from the file extension)")
-    p.add_argument("--mode", choices=["stream", "batch"], default="stream")
-    p.add_argument("--trigger", choices=["available-now", "continuous"], default="available-now")
+    p.add_argument("--mode", choices=["stream", "batch"], default="stream",
+                   help="stream: one epoch per input file; batch: the whole input as one epoch, then the final one")
+    p.add_argument("--trigger", choices=["available-now", "continuous"], default="available-now",
+                   help="available-now: process the files there and stop; continuous: watch for new ones until Ctrl-C")
     p.add_argument("--final", action="store_true", help="the input is complete: fire and clean every window at the end")
     p.add_argument("--migrate-state", action="store_true",
                    help="aggregates added or removed since the checkpoint's last run: migrate its open sessions "
@@ -40,6 +76,10 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-ahead", default="default",
                    help="refuse event times further ahead of the clock (to _invalid/; default 7d; none: no limit)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
+    p.add_argument("--max-invalid-fraction", type=float, default=1.0, metavar="F",
+                   help=f"exit {EXIT_INVALID} after the run when more than this fraction of its records was invalid "
+                        f"(1.0: only when every record was)")
+    p.add_argument("--verbose", action="store_true", help="Spark's warnings too (by default it logs errors only)")
 
 
 def _conf(pairs: list[str]) -> dict[str, str]:
@@ -53,14 +93,22 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 
 
 def run_sessionize(args: Any) -> int:
-    """``statekit sessionize``: progress per epoch, then a one-line summary."""
+    """``statekit sessionize``: the mistakes found before Spark starts, progress per epoch, then a one-line
+    summary; ``EXIT_INVALID`` when too many of the run's records were invalid."""
     from tqdm import tqdm
 
     from .jobs import sessionize
+    from .jobs.preflight import preflight_sessionize
     from .spark import spark_session
     from .spark.interrupts import CtrlC
 
-    spark = spark_session(args.master, _conf(args.conf), app_name="statekit sessionize")
+    if not 0 <= args.max_invalid_fraction <= 1:
+        raise ValueError(f"--max-invalid-fraction must be between 0 and 1, got {args.max_invalid_fraction}")
+    conf = _conf(args.conf)
+    preflight_sessionize(input=args.input, output=args.output, key=args.key, time=args.time, aggs=args.agg or ["count"],
+                         gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
+                         partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format)
+    spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose)
     with CtrlC(None, spark.sparkContext.cancelAllJobs) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
             bar.update(1)
@@ -72,7 +120,8 @@ def run_sessionize(args: Any) -> int:
                              checkpoint=args.checkpoint, partitions=args.partitions, fmt=args.fmt, mode=args.mode,
                              trigger=args.trigger, final=args.final, migrate_state=args.migrate_state, max_ahead=args.max_ahead,
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
-                             state_layout=args.state_layout, progress=progress)
+                             state_layout=args.state_layout, progress=progress, time_unit=args.time_unit,
+                             time_format=args.time_format, time_zone=args.time_zone)
     records = summary.total("records_in")
     if (summary.stopped or ctrl_c.requested) and args.trigger == "available-now":
         last = summary.epochs[-1]["epoch"] if summary.epochs else None
@@ -81,10 +130,47 @@ def run_sessionize(args: Any) -> int:
               f"input is left for the next run: rerun the same command to go on", file=sys.stderr)
         return 130
     print(f"sessionize: {len(summary.epochs)} epochs, {records:,} records, {summary.total('results'):,} sessions, "
-          f"{summary.total('late')} late, {summary.total('invalid')} invalid, "
-          f"{records / summary.seconds if summary.seconds else 0:,.0f} records/s; output {summary.output}, "
-          f"checkpoint {summary.checkpoint}")
-    return 0
+          f"{_side_outputs(summary)}, {records / summary.seconds if summary.seconds else 0:,.0f} records/s; "
+          f"output {summary.output}, checkpoint {summary.checkpoint}")
+    return _invalid_exit(summary, args.max_invalid_fraction)
+
+
+def _reasons(summary: RunSummary) -> dict[str, int]:
+    """The run's invalid records by kind of reason (the epochs' ``invalid_reasons``), most frequent first."""
+    counts: Counter[str] = Counter()
+    for m in summary.epochs:
+        counts.update(m["invalid_reasons"])
+    return dict(counts.most_common())
+
+
+def _side_outputs(summary: RunSummary) -> str:
+    """How many records were late and invalid (those ahead of the clock among them), the top reasons, and where
+    they went."""
+    late, invalid = summary.total("late"), summary.total("invalid")
+    text = f"{late:,} late" + (f" (in {summary.output}/_late)" if late else "") + f", {invalid:,} invalid"
+    if invalid:
+        reasons = list(_reasons(summary).items())
+        top = ", ".join(f"{reason} {n:,}" for reason, n in reasons[:TOP_REASONS])
+        text += f" ({top}{', ...' if len(reasons) > TOP_REASONS else ''}; in {summary.output}/_invalid)"
+    return text
+
+
+def _invalid_exit(summary: RunSummary, limit: float) -> int:
+    """0, or ``EXIT_INVALID`` with a line saying why, when every record of the run was invalid or more than
+    ``limit`` of them."""
+    records, invalid = summary.total("records_in"), summary.total("invalid")
+    if not records or (invalid < records and invalid / records <= limit):
+        return 0
+    what = ("every record of this run was invalid" if invalid == records else
+            f"{invalid:,} of {records:,} records were invalid ({invalid / records:.1%}), more than "
+            f"--max-invalid-fraction {limit}")
+    top = next(iter(_reasons(summary).items()), None)
+    if top is not None:
+        what += f" (most often: {top[0]}, {top[1]:,} records)"
+    print(f"sessionize: error: {what}; they are in {summary.output}/_invalid "
+          f"with their reasons. The {len(summary.epochs)} epochs of this run stay committed: fix the input or the "
+          f"flags (--key, --time), then run again with a new --output", file=sys.stderr)
+    return EXIT_INVALID
 
 
 def run_checkpoint(args: Any) -> int:
@@ -97,29 +183,39 @@ def run_checkpoint(args: Any) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="statekit", description="Flink-grade keyed state and windows for Python on Spark.")
+def parser() -> argparse.ArgumentParser:
+    """The ``statekit`` command line (``bench`` and ``inspect`` parse their own arguments)."""
+    ap = argparse.ArgumentParser(prog="statekit", description="Flink-grade keyed state and windows for Python on Spark.",
+                                 formatter_class=HelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="generate a clickstream, sessionize it through Spark, check the result")
-    demo.add_argument("--events", type=int, default=200_000)
-    demo.add_argument("--keys", type=int, default=2_000)
+    demo = sub.add_parser("demo", help="generate a clickstream, sessionize it through Spark, check the result",
+                          formatter_class=HelpFormatter)
+    demo.add_argument("--events", type=int, default=200_000, help="clicks generated")
+    demo.add_argument("--keys", type=int, default=2_000, help="users clicking")
     demo.add_argument("--files", type=int, default=10, help="input files = epochs")
-    demo.add_argument("--backend", choices=["heap", "rocksdb"], default="rocksdb")
+    demo.add_argument("--backend", choices=available_backends(), default="rocksdb", help="state backend")
     demo.add_argument("--output", default=None, help="directory for input, output and checkpoint (default: a new temp dir)")
     demo.add_argument("--master", default=None, help="Spark master (default local[*,4])")
-    _sessionize_args(sub.add_parser("sessionize", help="session windows per key over files, through Spark, exactly once"))
+    demo.add_argument("--verbose", action="store_true", help="Spark's warnings too (by default it logs errors only)")
+    _sessionize_args(sub.add_parser("sessionize", help="session windows per key over files, through Spark, exactly once",
+                                    formatter_class=HelpFormatter, epilog=SESSIONIZE_EXITS))
     sub.add_parser("bench", help="backend benchmarks (see `statekit bench --help`)", add_help=False)
     sub.add_parser("inspect", help="epochs, partitions, states and sizes of a checkpoint (see `statekit inspect --help`)",
                    add_help=False)
-    checkpoint = sub.add_parser("checkpoint", help="act on a checkpoint (rollback)")
+    checkpoint = sub.add_parser("checkpoint", help="act on a checkpoint (rollback)", formatter_class=HelpFormatter)
     rollback = checkpoint.add_subparsers(dest="action", required=True).add_parser(
-        "rollback", help="restart a job from a retained epoch: the next run goes on after it and reads the later input again")
+        "rollback", help="restart a job from a retained epoch: the next run goes on after it and reads the later input again",
+        formatter_class=HelpFormatter)
     rollback.add_argument("checkpoint", help="checkpoint path or URI")
     rollback.add_argument("--to-epoch", type=int, required=True, help="a retained epoch (statekit inspect lists them)")
     rollback.add_argument("--output", default=None, help="the job's output (default: the one its checkpoint recorded)")
     rollback.add_argument("--spark-checkpoint", default=None,
                           help="Spark's streaming checkpoint (default: the one recorded, else <checkpoint>/_spark)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
         try:
             from statekit.bench.runner import main as bench_main
@@ -133,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         from .checkpoint import main_inspect
 
         return main_inspect(argv[1:])
-    args = ap.parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         if args.command == "sessionize":
             return run_sessionize(args)
@@ -143,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(events=args.events, keys=args.keys, files=args.files, backend=args.backend,
-                            directory=args.output, master=args.master)
+                            directory=args.output, master=args.master, quiet=not args.verbose)
     except (StateError, ValueError, ImportError) as e:
         print(f"statekit {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -12,8 +12,9 @@ from .clickstream import generate_clickstream, sessionize_reference
 
 def run_demo(events: int = 200_000, keys: int = 2_000, files: int = 10, backend: str = "rocksdb",
              directory: str | None = None, master: str | None = None, gap: str = "30s",
-             delay: str = "10s") -> int:
-    """Returns a process exit code: 0 when Spark's output equals the reference, 1 otherwise."""
+             delay: str = "10s", quiet: bool = True) -> int:
+    """Returns a process exit code: 0 when Spark's output equals the reference, 1 otherwise; ``quiet``: Spark
+    logs errors only."""
     from tqdm import tqdm
 
     from .durations import to_millis
@@ -25,7 +26,7 @@ def run_demo(events: int = 200_000, keys: int = 2_000, files: int = 10, backend:
     write_clickstream(clicks, root / "input", files=files)
     print(f"statekit demo: {events:,} clicks of {keys:,} users in {files} csv files, session gap {gap}, "
           f"watermark delay {delay}, {backend} state")
-    spark = spark_session(master, app_name="statekit demo")
+    spark = spark_session(master, app_name="statekit demo", quiet=quiet)
     with tqdm(total=files + 1, desc="epochs", unit="epoch") as bar:
         summary = sessionize(spark, input=str(root / "input"), output=str(root / "output"), key="user_id",
                              time="ts_ms", gap=gap, watermark_delay=delay, aggs=["sum:value", "count"],

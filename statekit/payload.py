@@ -12,8 +12,9 @@ import pyarrow as pa
 
 from .errors import SerializationError
 from .serialization import KEY_SERIALIZER
+from .snapshot_header import PAYLOAD_CODEC
 
-MAGIC = b"SKZ1"
+MAGIC = PAYLOAD_CODEC.encode()
 _CODEC = pa.Codec("zstd", compression_level=1)
 
 
@@ -26,7 +27,8 @@ def encode(obj: Any) -> bytes:
 def decode(data: bytes) -> Any:
     """The object ``encode`` was given; SerializationError when ``data`` is not such a payload."""
     if len(data) < 12 or data[:4] != MAGIC:
-        raise SerializationError(f"not a statekit snapshot payload ({len(data)} bytes, bad header)")
+        raise SerializationError(f"not a statekit snapshot payload of codec {PAYLOAD_CODEC} ({len(data)} bytes "
+                                 f"starting {bytes(data[:4])!r})")
     size = int.from_bytes(data[4:12], "big")
     try:
         raw = _CODEC.decompress(data[12:], decompressed_size=size, asbytes=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,9 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel pip builds from this checkout (the same build as `pip install .`)."""
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+    """The wheel pip builds from a copy of this checkout (the same build as `pip install .`; a copy, because
+    setuptools reuses a ``build/`` folder left by an earlier build, which may hold packages no longer listed)."""
+    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source") / "statekit"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv*", "build", ".git", "__pycache__", "*.egg-info",
+                                                                ".pytest_cache", ".hypothesis", "tests", "docs"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
                    check=True, capture_output=True, text=True)
     (path,) = out.glob("statekit-*.whl")
     return path
@@ -42,6 +46,25 @@ def test_statekit_is_the_only_top_level_name(wheel: Path) -> None:
         text = z.read(entry_points).decode()
     assert "statekit.backends.heap:HeapKeyedStateBackend" in text
     assert "statekit.backends.rocksdb:RocksDBKeyedStateBackend" in text
+
+
+def test_every_source_package_and_data_file_is_in_the_wheel(wheel: Path) -> None:
+    """A package or a data file added to the tree but not to pyproject's lists would be missing from an install."""
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    where = {"statekit": "statekit", "operators": "statekit/operators", "backends": "statekit/backends",
+             "bench": "statekit/bench"}
+    missing = []
+    for folder, installed in where.items():
+        for path in (ROOT / folder).rglob("*"):
+            if "__pycache__" in path.parts or not path.is_file() or path.suffix in (".pyc",):
+                continue
+            if path.suffix == ".py" and not (path.parent / "__init__.py").exists():
+                continue
+            name = f"{installed}/{path.relative_to(ROOT / folder).as_posix()}"
+            if name not in names:
+                missing.append(name)
+    assert not missing, f"not in the wheel: {missing}"
 
 
 def test_import_contracts_hold_on_the_installed_layout(unpacked: Path) -> None:

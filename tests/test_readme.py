@@ -83,6 +83,7 @@ def anchors(doc: Path) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", prose, re.M)}
 
 
+@pytest.mark.lowest_pyspark
 @pytest.mark.parametrize("doc", [d for d in DOCS if runnable(d)], ids=lambda d: str(d.relative_to(ROOT)))
 def test_examples_run(doc, tmp_path):
     for block in runnable(doc):

@@ -4,10 +4,12 @@ snapshot when there is no committed base, every ``full_every`` epochs, or once t
 accumulated since the last full one exceed ``max_changelog_fraction`` of the state's entries.
 Restore = the last full snapshot + the following deltas, applied in order.
 
-A full snapshot holds each state's cells and each timer queue's timers as columns (``COLUMNS``),
-built in C from the dicts, without key groups: a native snapshot restores only into the key groups
-that wrote it (rescaling reads it through a scratch backend), so they are computed on restore.
-Full snapshots of the earlier layout (an entry list per state, key groups included) still restore.
+A full snapshot holds each state's cells and each timer queue's timers as columns (``COLUMNS``, the
+``layout`` mark of the snapshot header), built in C from the dicts, without key groups: a native
+snapshot restores only into the key groups that wrote it (rescaling reads it through a scratch
+backend), so they are computed on restore. Checkpoints from before the header (version 0) also hold
+full snapshots of the earlier layout (an entry list per state, key groups included; the full snapshots
+of the columns layout said so in their own ``layout`` field): they still restore.
 
 TTL ``cleanup_in_snapshot`` applies to full snapshots only (as in Flink, where it does not apply
 to incremental checkpoints); expired cells still go through the incremental and on-access cleanup.
@@ -19,14 +21,14 @@ from typing import Any, Callable, Iterator
 
 from statekit import (key_identity, key_of_identity, KEY_SERIALIZER, KeyedStateBackend, SerializationError, StateConfig, Timer,
                       decode_timer)
-from statekit.backend import SNAPSHOT_FORMAT
 from statekit.keygroups import key_groups_and_bytes
 from statekit.payload import decode, encode
+from statekit.snapshot_header import SNAPSHOT_FORMAT, declare_backend_format
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
 
 _CHAIN_ROLES = ("full", "delta")
-COLUMNS = "columns"
-"""The ``layout`` of full snapshots written now."""
+COLUMNS = declare_backend_format("heap", "layout", "columns")
+"""The layout of full snapshots."""
 
 DELETED = object()
 """Marks a cell deleted since the last ``take_changes``."""
@@ -76,10 +78,12 @@ def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
             cur[domain].update((_timer_id(x), x) for x in t[domain]["add"])
 
 
-def _logical_full(full: dict) -> dict:
-    """A full snapshot as a logical one (states unpacked, entries with key groups, timer lists)."""
+def _logical_full(full: dict, header_version: int) -> dict:
+    """A full snapshot as a logical one (states unpacked, entries with key groups, timer lists). Written
+    under a snapshot header, it is of the header's layout (checked to be ``COLUMNS``); before the header
+    (version 0), of the entry layout unless its own ``layout`` field says ``COLUMNS``."""
     states = _unpack(full["states"])
-    if full.get("layout") != COLUMNS:
+    if header_version == 0 and full.pop("layout", None) != COLUMNS:
         full["states"] = states
         return full
     mp = full["max_parallelism"]
@@ -91,7 +95,6 @@ def _logical_full(full: dict) -> dict:
         for domain in ("event", "processing"):
             t[domain] = list(map(list, zip(*t[domain])))
     full["states"] = states
-    del full["layout"]
     return full
 
 
@@ -176,7 +179,7 @@ class HeapSnapshots(IncrementalSnapshots):
         timers = {name: {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time(),
                          **{domain: list(queue.columns()) for domain, queue in svc.queues()}}
                   for name, svc in self._timer_services.items()}
-        return {"format": SNAPSHOT_FORMAT, "backend": self.name, "layout": COLUMNS, "max_parallelism": self.max_parallelism,
+        return {"format": SNAPSHOT_FORMAT, "backend": self.name, "max_parallelism": self.max_parallelism,
                 "key_groups": [self.key_groups.start, self.key_groups.stop], "states": states, "timers": timers}
 
     def _state_delta(self) -> dict:
@@ -198,7 +201,7 @@ class HeapSnapshots(IncrementalSnapshots):
                             time_provider: Callable[[], int]) -> KeyedStateBackend:
         """A heap backend holding the manifest's state: its full snapshot plus the deltas after it."""
         chain = [f for f in reader.manifest.files if f.role in _CHAIN_ROLES]
-        full = _logical_full(decode(reader.read(chain[0])))
+        full = _logical_full(decode(reader.read(chain[0])), reader.manifest.header.version)
         backend = cls(config, key_groups, time_provider)
         if len(chain) == 1:  # a full snapshot alone is a logical snapshot
             backend.restore_logical(full)

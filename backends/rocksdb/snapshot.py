@@ -23,6 +23,7 @@ from rocksdict import Checkpoint
 from statekit import (KeyedStateBackend, AggregateFunction, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                       ReducingStateDescriptor, StateConfig, StateError, StateTtlConfig, ValueStateDescriptor,
                       wall_clock_ms)
+from statekit.snapshot_header import declare_backend_format
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
 
 from .db import _META_STATE, meta_of
@@ -30,6 +31,9 @@ from .keys import scan
 
 
 _ROLES = ("sst", "db")
+LAYOUT = declare_backend_format("rocksdb", "layout", 1)
+"""The layout of the database a snapshot holds (a column family per state, keys as ``keys`` builds them,
+state metadata records as ``db`` writes them): a change that older databases do not open with bumps it."""
 
 
 def _sequence(self: KeyedStateBackend) -> tuple:

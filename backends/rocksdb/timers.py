@@ -109,12 +109,12 @@ class RocksDBTimerQueue(TimerQueue):
         if not fresh:
             super().add_many(sort_keys, timers)
             return
-        batch = self._batch()
+        batch = WriteBatch(raw_mode=True)
         for sort_key, timer in zip(sort_keys, timers, strict=True):
             if self._covers(sort_key):
                 self.add(sort_key, timer)  # the cache knows what it holds
             else:
-                batch.put(sort_key, b"")
+                batch.put(sort_key, b"", self._handle)  # the family per write: older rocksdict ignore a batch default
         if len(batch):
             self._size += len(batch)
             self._db.write(batch)
@@ -125,21 +125,15 @@ class RocksDBTimerQueue(TimerQueue):
         if not present:
             super().remove_many(sort_keys)
             return
-        batch = self._batch()
+        batch = WriteBatch(raw_mode=True)
         for sort_key in sort_keys:
             if self._covers(sort_key):
                 self.remove(sort_key)
             else:
-                batch.delete(sort_key)
+                batch.delete(sort_key, self._handle)
         if len(batch):
             self._size -= len(batch)
             self._db.write(batch)
-
-    def _batch(self) -> WriteBatch:
-        """An empty WriteBatch of this queue's column family."""
-        batch = WriteBatch(raw_mode=True)
-        batch.set_default_column_family(self._handle)
-        return batch
 
     def peek(self) -> Timer | None:
         keys = self._keys

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from ..serialization import unknown_types
+from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .errors import CheckpointError, NoCheckpointError
 from .job import JobRecord
 from .manifest import Manifest, partition_name, shared_dir
@@ -111,11 +112,27 @@ def _size(n: int | None) -> str:
     return str(n)
 
 
+def watermark_text(value: Any) -> Any:
+    """A watermark as shown: ``none`` for the unset ones (the minimum before any event time, the maximum after a
+    final epoch), else the value."""
+    return "none" if value in (MIN_TIMESTAMP, MAX_TIMESTAMP) else value
+
+
+def _shown(value: Any) -> Any:
+    """``value`` (a JSON document) with every watermark in it as ``watermark_text`` shows it."""
+    if isinstance(value, dict):
+        return {k: watermark_text(v) if "watermark" in k and isinstance(v, int) else _shown(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v) for v in value]
+    return value
+
+
 def format_report(info: CheckpointInfo) -> str:
-    """The human-readable report ``statekit inspect`` prints."""
+    """The human-readable report ``statekit inspect`` prints (the job's description as indented JSON)."""
     lines = [f"checkpoint {info.location}"]
     if info.job is not None:
-        lines.append("job " + json.dumps(info.job, sort_keys=True))
+        lines.append("job " + json.dumps(_shown(info.job), indent=2, sort_keys=True))
     if not info.operators:
         lines.append("  (no operators committed)")
     for op in info.operators:
@@ -133,9 +150,9 @@ def format_report(info: CheckpointInfo) -> str:
                     lines.append(f"      state {name} (version {s['version']}): {count}, {_size(s['bytes'])} serialized")
                 for name, t in sorted(e.timers.items()):
                     lines.append(f"      timers {name}: {t['event']} event, {t['processing']} processing, "
-                                 f"watermark {t['watermark']}")
+                                 f"watermark {watermark_text(t['watermark'])}")
                 if e.metadata:
-                    lines.append(f"      metadata {json.dumps(e.metadata, sort_keys=True)}")
+                    lines.append(f"      metadata {json.dumps(_shown(e.metadata), sort_keys=True)}")
                 for code, name in sorted(e.unknown_types.items(), key=lambda t: int(t[0])):
                     lines.append(f"      unknown type code {code}, recorded as {name}: its state cannot be read here "
                                  f"until it is registered (statekit.register_type) or declared (statekit.types)")
@@ -189,9 +206,10 @@ def read_state(path: str, operator: str, state: str, epoch: int | None = None,
 def main_inspect(argv: list[str] | None = None) -> int:
     """``statekit inspect CHECKPOINT [--json]``: print the report; exit code 1 on a checkpoint error."""
     ap = argparse.ArgumentParser(prog="statekit inspect", description="Describe the snapshots at a checkpoint location "
-                                 f"(a signed one with its key in the environment variable {KEY_ENV}).")
+                                 f"(a signed one with its key in the environment variable {KEY_ENV}).",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("checkpoint", help="checkpoint path or URI")
-    ap.add_argument("--json", action="store_true", help="print the structured report as JSON")
+    ap.add_argument("--json", action="store_true", help="print the structured report as JSON (watermarks as numbers)")
     args = ap.parse_args(argv)
     try:
         info = inspect_checkpoint(args.checkpoint, key_from_env())

@@ -15,6 +15,7 @@ import json
 import uuid
 from typing import Any
 
+from ..snapshot_header import SnapshotFormatError, check_job_formats
 from .errors import CheckpointError
 from .storage import Storage
 
@@ -22,12 +23,11 @@ JOB_PATH = "_job/job.json"
 
 REFUSED = {
     "key": "key column and type",
-    "time": "time column and type",
+    "time": "time column, type and reading (--time-unit, --time-format, --time-zone)",
     "columns": "the row's columns and types",
     "result_schema": "result schema",
     "max_parallelism": "max parallelism",
     "operator.state": "operator state layout (operator, assigner kind, functions, aggregates)",
-    "state_formats": "state format versions",
 }
 """Fields whose change the stored state cannot carry, with how errors name them."""
 
@@ -38,6 +38,7 @@ CARRIED = {
     "max_ahead": "max ahead",
     "operator.parameters": "operator parameters (gap, size, lateness, trigger)",
     "statekit": "statekit version",
+    "state_formats": "state formats (each one this statekit reads: check_job_formats)",
 }
 """Fields a restore carries: they apply from the next epoch on."""
 
@@ -82,6 +83,10 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[s
         moved = changes({name: REFUSED[name] for name in MIGRATED})
         if moved:
             carried += [f"state migrated from version {migration[0]} to {migration[1]}"] + moved
+    try:
+        check_job_formats(_field(old, "state_formats"), "the recorded job's state formats")
+    except SnapshotFormatError as e:
+        return carried, changes(refused) + [str(e)]
     return carried, changes(refused)
 
 

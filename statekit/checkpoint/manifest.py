@@ -2,7 +2,8 @@
 
 A manifest is a small JSON document carrying its own sha256 (and, with a checkpoint key, an HMAC of
 the same body: ``signing``); it lists every file the snapshot needs (its own new files, and files of
-earlier epochs it builds on) with size and sha256, the backend's own section, the operator's metadata
+earlier epochs it builds on) with size and sha256, the snapshot header (``statekit.snapshot_header``:
+every format they are written in, checked first), the backend's own section, the operator's metadata
 and statistics for inspection.
 """
 
@@ -14,10 +15,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..snapshot_header import MANIFEST_FORMAT, NO_HEADER, SnapshotFormatError, SnapshotHeader, read_header
 from .errors import CheckpointError, CorruptCheckpointError
 from .signing import KEY_SOURCES, sign, signed_by
 
-FORMAT = 1
 MANIFEST_NAME = "manifest.json"
 _PARTITION_RE = re.compile(r"^kg=(\d+)-(\d+)$")
 _EPOCH_RE = re.compile(r"^epoch=(\d+)$")
@@ -98,6 +99,8 @@ class Manifest:
     types: dict[str, str] = field(default_factory=dict)
     """The serializer's registered types when the snapshot was taken (code -> ``module:qualname``): a restore
     checks them against its own and names them in errors (``statekit.check_recorded_types``), never imports them."""
+    header: SnapshotHeader = NO_HEADER
+    """Every format the snapshot's files are in (``statekit.snapshot_header``); version 0: written before it."""
 
     @property
     def path(self) -> str:
@@ -122,7 +125,7 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["key_groups"] = [self.key_groups.start, self.key_groups.stop - 1]
-        d["format"] = FORMAT
+        d["header"] = self.header.to_dict()
         return d
 
     def to_bytes(self, key: bytes | None = None) -> bytes:
@@ -154,13 +157,16 @@ class Manifest:
                                          f"key){unsigned}")
         if key is None and signature is not None:
             raise CheckpointError(f"manifest {where} is signed: reading it needs the checkpoint's key ({KEY_SOURCES})")
-        if body.pop("format", None) != FORMAT:
-            raise CheckpointError(f"manifest {where} has an unsupported format")
+        header = read_header(body.pop("header", None), f"manifest {where}")
+        legacy_format = body.pop("format", None) if header.version == 0 else MANIFEST_FORMAT
+        if legacy_format != MANIFEST_FORMAT:
+            raise SnapshotFormatError(f"manifest {where}: no snapshot header, and manifest format "
+                                      f"{json.dumps(legacy_format)[:100]}; this statekit reads {MANIFEST_FORMAT}")
         _check_types(body.get("types", {}), where)
         try:
             first, last = body.pop("key_groups")
             files = [FileEntry(**f) for f in body.pop("files")]
-            return cls(key_groups=range(first, last + 1), files=files, **body)
+            return cls(key_groups=range(first, last + 1), files=files, header=header, **body)
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptCheckpointError(f"manifest {where} lacks a field or has one of the wrong shape: {e}") from None
 

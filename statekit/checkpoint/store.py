@@ -31,6 +31,7 @@ from ..backend import create_backend
 from ..registry import backend_class, wall_clock_ms
 from ..payload import decode, encode
 from ..serialization import check_recorded_types, registered_types
+from ..snapshot_header import CORE, SnapshotHeader, backend_scope, check_header, current_header, state_scope
 from ..snapshots import LOGICAL, NATIVE, IncrementalSnapshots
 from .errors import CheckpointError, CorruptCheckpointError, NoCheckpointError
 from .manifest import (MANIFEST_NAME, Manifest, check_operator, epoch_dir, manifest_path,
@@ -165,10 +166,12 @@ class CheckpointStore:
         if existing is not None:
             return Committed(existing, False, time.perf_counter() - t0)
         attempt = uuid.uuid4().hex
+        native = not logical and isinstance(backend, IncrementalSnapshots)
+        header = _header(backend, native)
         writer = SnapshotWriter(self.storage, operator_id, kgs, epoch, attempt,
-                                self._base(base_ref, operator_id, kgs, epoch), self.policy, full)
+                                self._base(base_ref, operator_id, kgs, epoch, header), self.policy, full)
         try:
-            if not logical and isinstance(backend, IncrementalSnapshots):
+            if native:
                 section, kind = backend.snapshot_incremental(writer), NATIVE
             else:
                 writer.write("logical.skz", encode(backend.snapshot_logical()), "logical")
@@ -180,7 +183,7 @@ class CheckpointStore:
                                   f"snapshot of the {backend.name} backend failed: {e}") from e
         manifest = Manifest(operator_id, epoch, kgs, backend.max_parallelism, backend.name, kind, attempt,
                             wall_clock_ms(), list(writer.files), section, metadata, _stats(backend, section),
-                            {str(code): name for code, name in registered_types().items()})
+                            {str(code): name for code, name in registered_types().items()}, header)
         manifest.stats["seconds"] = round(time.perf_counter() - t0, 6)
         won = self._commit_manifest(manifest)
         if not won:
@@ -205,14 +208,15 @@ class CheckpointStore:
             return None
         return self.manifest(operator_id, kgs, epoch)
 
-    def _base(self, ref: Any, operator_id: str, kgs: range, epoch: int) -> Manifest | None:
+    def _base(self, ref: Any, operator_id: str, kgs: range, epoch: int, header: SnapshotHeader) -> Manifest | None:
         """The manifest an incremental snapshot may build on: the backend's last snapshot or restore,
-        if it is of this location/operator/partition, older than ``epoch`` and still committed as is."""
+        if it is of this location/operator/partition, older than ``epoch``, still committed as is and
+        written in the formats of ``header`` (a snapshot from before a format change is not built on)."""
         if (not isinstance(ref, CheckpointBase) or ref.location != self.location or ref.operator != operator_id
                 or ref.key_groups != kgs or ref.epoch >= epoch):
             return None
         m = self._committed(operator_id, kgs, ref.epoch)
-        return m if m is not None and m.attempt == ref.attempt else None
+        return m if m is not None and m.attempt == ref.attempt and header.continues(m.header) else None
 
     # -- restore -------------------------------------------------------------------------------
     def restore(self, operator_id: str, config: StateConfig, key_groups: Iterable[int] | None = None, *,
@@ -229,6 +233,7 @@ class CheckpointStore:
         kgs = _as_range(key_groups)
         sources = self.covering(operator_id, kgs, epoch)
         for m in sources:
+            _check_header(m, read_states=True)
             _check_types(m)
         if backend is not None and sources and self._is_current(backend, config, kgs, sources):
             return Restored(backend, sources[0].epoch, sources, fast_path=True, native=True)
@@ -282,7 +287,9 @@ class CheckpointStore:
                 and backend.unchanged_since_snapshot())
 
     def logical_snapshot(self, manifest: Manifest) -> dict:
-        """The backend-neutral snapshot of one committed manifest, whatever backend wrote it."""
+        """The backend-neutral snapshot of one committed manifest, whatever backend wrote it (values of a
+        state whose format no code here declares are carried as they are, unread)."""
+        _check_header(manifest, read_states=False)
         _check_types(manifest)
         reader = SnapshotReader(self.storage, manifest)
         if manifest.kind == LOGICAL:
@@ -364,6 +371,25 @@ class CheckpointStore:
                 deleted.append(path)
             self.storage.delete_dir(partition_dir(operator_id, old))
         return deleted
+
+
+def _header(backend: KeyedStateBackend, native: bool) -> SnapshotHeader:
+    """The header of a snapshot of ``backend``: the core marks, the backend's own when ``native``, and
+    those of its states stored in an operator's own encoding."""
+    scopes = [backend_scope(backend.name)] if native else []
+    return current_header(scopes + [state_scope(name) for name in backend.state_versions()])
+
+
+def _check_header(manifest: Manifest, read_states: bool) -> None:
+    """Refuse a snapshot whose header records a format this code cannot read, before any of its files is
+    read. ``read_states``: the restored state will be used, so a state format no code here declares is
+    refused too (an export only carries such values)."""
+    required = [CORE]
+    if manifest.kind == NATIVE:
+        backend_class(manifest.backend)  # loading it declares its formats
+        required.append(backend_scope(manifest.backend))
+    check_header(manifest.header, f"{manifest.where} (manifest {manifest.path})", required=required,
+                 unread_states=not read_states)
 
 
 def _check_types(manifest: Manifest) -> None:

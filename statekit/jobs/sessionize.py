@@ -3,7 +3,8 @@
 ``sessionize(spark, input=..., output=..., key=..., time=..., gap="30s", ...)`` reads a file or a
 directory (csv, parquet or json), builds a WindowOperator with event-time session windows and the
 ``--agg`` aggregates, and runs it with ``statekit.spark.run_keyed``. Output rows:
-``<key>, window_start, window_end, <aggregates>`` with window bounds in the input's milliseconds.
+``<key>, window_start, window_end, <aggregates>`` with window bounds in the kind of the input's times
+(``spark.event_time``): timestamps for timestamps and text, integers in the input's unit for numbers.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from ..checkpoint import JobRecord
 from ..durations import to_millis
 from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator, state_layout_of
 from ..spark import RunSummary, run_keyed, warm_up_workers
+from ..spark.event_time import TimeSpec, from_millis
 from ..spark.files import FORMATS, read_files
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.sinks import DeltaSink
-from .aggregates import Agg, RowAggregate, parse_aggs
+from .aggregates import RowAggregate, parse_aggs
 
 DEFAULT_STATE_LAYOUT = "table"
 """The layout of a new checkpoint's sessions: every key's sessions as columns (``operators.session_table``)."""
@@ -28,7 +30,8 @@ DEFAULT_STATE_LAYOUT = "table"
 @dataclass(frozen=True)
 class SessionOperatorFactory:
     """Builds the session WindowOperator in each task (shipped to executors by reference); ``names``,
-    ``version`` and ``earlier`` (version -> aggregate names) say how the accumulators evolved."""
+    ``version`` and ``earlier`` (version -> aggregate names) say how the accumulators evolved;
+    ``bounds_unit``: the unit the window bounds go out in (``TimeSpec.bounds_unit``)."""
 
     gap_ms: int
     aggs: tuple[tuple[str, int | None], ...]
@@ -36,11 +39,12 @@ class SessionOperatorFactory:
     version: int = 1
     earlier: tuple[tuple[int, tuple[str, ...]], ...] = ()
     state_layout: str = "cells"
+    bounds_unit: str = "ms"
 
     def __call__(self) -> WindowOperator:
         function = RowAggregate(list(self.aggs), self.names, self.version, dict(self.earlier))
         return WindowOperator(EventTimeSessionWindows.with_gap(self.gap_ms), function=function,
-                              window_function=SessionRows(), late_output_tag=LATE_TAG,
+                              window_function=SessionRows(self.bounds_unit), late_output_tag=LATE_TAG,
                               invalid_output_tag=INVALID_TAG, state_layout=self.state_layout)
 
 
@@ -51,22 +55,23 @@ def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
     then a changed job is refused), one version more, the recorded aggregates added to the earlier
     ones, when ``migrate`` and they changed."""
     function = ((recorded or {}).get("operator") or {}).get("state", {}).get("function")
-    if not isinstance(function, dict) or function.get("class") != "RowAggregate":
+    found = RowAggregate.recorded(function, [c for c, _ in (recorded or {}).get("columns", [])])
+    if found is None:
         return 1, {}
-    version = int(function.get("version", 1))
-    earlier = {int(v): tuple(n) for v, n in function.get("earlier", {}).items()}
-    row = [c for c, _ in recorded.get("columns", [])]
-    before = tuple(Agg(kind, None if pos is None else row[pos]).name for kind, pos in function["aggregates"])
-    if not migrate or before == tuple(names):
-        return version, earlier
-    return version + 1, {**earlier, version: before}
+    if not migrate or found.names == tuple(names):
+        return found.version, found.earlier
+    return found.version + 1, {**found.earlier, found.version: found.names}
 
 
 class SessionRows(WindowColumnsFunction):
-    """Emits ``(key, start, end, *aggregates)`` per fired session."""
+    """Emits ``(key, start, end, *aggregates)`` per fired session, its bounds in ``unit`` (``s``, ``ms`` or
+    ``us``; the operator's are milliseconds)."""
+
+    def __init__(self, unit: str = "ms") -> None:
+        self.unit = unit
 
     def columns(self, keys: list, starts: Any, ends: Any, results: list[list]) -> list:
-        return [keys, starts, ends, *results]
+        return [keys, from_millis(starts, self.unit), from_millis(ends, self.unit), *results]
 
 
 def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap: int | str = "30s",
@@ -75,10 +80,12 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                mode: str = "stream", trigger: str = "available-now", final: bool = False,
                max_ahead: int | str | None = "default", output_format: str = "parquet",
                spark_checkpoint: str | None = None, sink: Any = None, migrate_state: bool = False,
-               state_layout: str | None = None, progress: Callable[[dict], None] | None = None) -> RunSummary:
+               state_layout: str | None = None, progress: Callable[[dict], None] | None = None,
+               time_unit: str = "ms", time_format: str | None = None, time_zone: str = "UTC") -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
-    ``max_ahead``, ``spark_checkpoint`` and ``sink`` as for ``run_keyed``. ``output_format="delta"``: ``output`` is a
-    Delta table getting one transaction per epoch; the epochs' parquet files stay under ``<output>/_statekit``.
+    ``max_ahead``, ``spark_checkpoint``, ``sink`` and ``time_unit``, ``time_format``, ``time_zone`` as for
+    ``run_keyed``. ``output_format="delta"``: ``output`` is a Delta table getting one transaction per epoch;
+    the epochs' parquet files stay under ``<output>/_statekit``.
     ``migrate_state``: aggregates added or removed since the checkpoint's last run migrate its open
     sessions (an added one counts their records from this run on) instead of refusing the run.
     ``state_layout``: ``table`` (all keys' sessions as columns, stored per key group: for millions of
@@ -97,11 +104,18 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     parsed = parse_aggs(aggs)
+    time_spec = TimeSpec(time_unit, time_format, time_zone)
     required = [(key, "key"), (time, "time")] + [(a.column, f"--agg {a.kind}") for a in parsed if a.column]
     warm_up_workers(spark)  # overlaps reading the input's schema
-    df, schema = read_files(spark, input, fmt=fmt, time=time, required=required, stream=mode == "stream")
+    df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=mode == "stream",
+                                  time_spec=time_spec)
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
-    out_schema = session_result_schema(schema, key, [(a.name, a.kind, a.column) for a in parsed])
+    bounds_unit = time_spec.bounds_unit(kind)
+    if bounds_unit == "s" and gap_ms % 1000:
+        raise ValueError(f"--gap {gap!r} is not a whole number of seconds: the session bounds of times in "
+                         f"seconds (--time-unit s) are whole seconds; pass a gap in whole seconds")
+    out_schema = session_result_schema(schema, key, [(a.name, a.kind, a.column) for a in parsed],
+                                       time_spec.bounds_type(kind))
     positions = tuple((a.kind, columns.index(a.column) if a.column else None) for a in parsed)
     delta = output_format == "delta"
     files = output.rstrip("/") + "/_statekit" if delta else output
@@ -114,10 +128,11 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     if state_layout not in STATE_LAYOUTS:
         raise ValueError(f"--state-layout must be one of {', '.join(STATE_LAYOUTS)}, got {state_layout!r}")
     factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())),
-                                     state_layout)
+                                     state_layout, bounds_unit)
     return run_keyed(df, key=key, time=time, columns=columns, operator_factory=factory,
                      result_schema=out_schema, output=files, checkpoint=checkpoint,
                      watermark_delay=delay_ms, config={"backend": backend} if backend else None, partitions=partitions,
                      mode=mode, final=final or mode == "batch", trigger=trigger, operator_id="sessionize",
                      max_ahead=max_ahead, progress=progress, sink=DeltaSink(output) if delta else sink,
-                     spark_checkpoint=spark_checkpoint)
+                     spark_checkpoint=spark_checkpoint, time_unit=time_unit, time_format=time_format,
+                     time_zone=time_zone)

@@ -10,11 +10,11 @@ from .epochs import EpochLog, EpochRecord
 from .errors import InjectedFault, InputError, JavaNotFoundError, StopRequested
 from .java import find_java
 from .plan import LATE_TAG, Fault
+from .runtime import warm_up_workers
 from .session import DEFAULT_MASTER, spark_session
 from .sink import METRICS_FILE, OutputDir
 from .sinks import DeltaSink, EpochSink, FunctionSink
 from .state import read_state_df
-from .warmup import warm_up_workers
 
 __all__ = ["DEFAULT_MASTER", "EpochLog", "EpochRecord", "FAULT_ENV", "Fault", "InjectedFault", "InputError",
            "DeltaSink", "EpochSink", "FunctionSink", "JavaNotFoundError", "LATE_TAG", "METRICS_FILE", "OutputDir", "RunSummary", "StopRequested", "find_java",

@@ -27,25 +27,26 @@ from time import perf_counter
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
 
-from ..backend import SNAPSHOT_FORMAT
 from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupported, JobRecord
 from ..config import StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
 from ..operators import KeyedOperator, state_layout_of
+from ..snapshot_header import job_formats
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
 from .errors import InputError, StopRequested, task_failure
-from .host import application_secret
+from .event_time import MILLIS, TimeSpec
 from .interrupts import CtrlC
 from .plan import EpochPlan, Fault, JobPlan
 from .records import ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
-from .sink import OutputDir
+from .schemas import arrow_schema
+from .runtime import application_secret, warm_up_workers
+from .sink import OutputDir, check_output_is_own
 from .sinks import EpochSink, as_sink
 from .spark_logs import SparkLogSilence
 from .tasks import run_partition
-from .warmup import warm_up_workers
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
@@ -59,10 +60,6 @@ DEFAULT_MAX_AHEAD = "7d"
 DEFAULT_LEASE_TIMEOUT = "60s"
 """How long a run's checkpoint lease outlives its last heartbeat (``spark.statekit.lease_timeout``): far above an
 epoch's commit, so a writer that stalls never lands a commit after another run took over (``checkpoint.lease``)."""
-_TIME_TYPES = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "boolean")
-"""Time column types whose values ``records.event_time`` checks row by row (integer ms, or text of it;
-booleans are refused per row)."""
-
 
 _log = logging.getLogger("statekit")
 
@@ -123,7 +120,8 @@ class EpochRunner:
     def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, log: EpochLog,
                  max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None,
                  job_changes: list[str] | None = None, sink: EpochSink | None = None,
-                 structs: tuple[Any, Any, Any] = (None, None, None), lease: CheckpointLease | None = None) -> None:
+                 structs: tuple[Any, Any, Any] = (None, None, None), lease: CheckpointLease | None = None,
+                 time_spec: TimeSpec = TimeSpec()) -> None:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
         self.routing = routing_values(job.partitions)
@@ -137,6 +135,8 @@ class EpochRunner:
         """Spark schemas of the results and the side outputs, for the DataFrames the sink gets."""
         self.lease = lease
         """The checkpoint's lease: checked before an epoch is published and before it is recorded."""
+        self.time_spec = time_spec
+        """How the time column's values become event-time milliseconds (``event_time``)."""
         self.busy = threading.Lock()
         self.stop_requested = False
         self.quiet = SparkLogSilence(spark)
@@ -169,9 +169,11 @@ class EpochRunner:
         source = df if df is not None else _no_rows(self.spark, self.input_schema)
         inputs = source.rdd.getNumPartitions()
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs, final)
-        router = Router(job.columns[0], job.columns[1], job.partitions, job.max_parallelism, self.routing,
-                        job.routed_schema, limit, self.max_ahead)
-        tasks = (source.mapInArrow(router, self.routed_schema).repartition(job.partitions, ROUTE)
+        time_column = job.columns[1]
+        router = Router(job.columns[0], time_column, job.partitions, job.max_parallelism, self.routing,
+                        job.routed_schema, limit, self.max_ahead, self.time_spec)
+        timed = source.withColumn(MILLIS, self.time_spec.millis(time_column, self.input_schema[time_column].dataType))
+        tasks = (timed.mapInArrow(router, self.routed_schema).repartition(job.partitions, ROUTE)
                  .mapInArrow(partial(run_partition, job, plan), "stats string"))
         try:
             rows = tasks.collect()
@@ -205,6 +207,7 @@ class EpochRunner:
             "time_limit": limit, "partitions": job.partitions, "records_in": total("records") + total("invalid"),
             "records": total("records"), "results": total("results"), "late": total("late"),
             "invalid": total("invalid"), "future": total("future"), "state_entries": total("state_entries"),
+            "invalid_reasons": sink.reasons(epoch, "_invalid/") if total("invalid") else {},  # kind -> rows
             "snapshot_bytes": total("snapshot_bytes"), "state_migrated": total("migrated"),
             **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "setup_seconds", "restore_seconds", "process_seconds")},
             "fast_path_partitions": sum(1 for s in stats if s["fast_path"]),
@@ -246,9 +249,15 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
               max_ahead: int | str | None = "default",
               progress: Callable[[dict], None] | None = None,
               sink: EpochSink | Callable[[Any, int], None] | None = None,
-              spark_checkpoint: str | None = None) -> RunSummary:
-    """Run the operator made by ``operator_factory`` over ``df`` keyed by ``key`` with event time ``time``
-    (integer milliseconds), writing its results under ``output``; returns the epochs' metrics.
+              spark_checkpoint: str | None = None, time_unit: str = "ms", time_format: str | None = None,
+              time_zone: str = "UTC") -> RunSummary:
+    """Run the operator made by ``operator_factory`` over ``df`` keyed by ``key`` with event time ``time``,
+    writing its results under ``output``; returns the epochs' metrics.
+
+    ``time``: a TIMESTAMP or TIMESTAMP_NTZ (or DATE) column, epoch numbers in ``time_unit`` (``s``, ``ms``,
+    ``us``), or text: ISO-8601 (or epoch numbers), or by ``time_format`` (Spark's datetime pattern), text
+    without a zone read in ``time_zone``. The operator sees event times as integer milliseconds (the
+    ``ts`` of its records; a finer part is dropped); values that do not convert go to the invalid output.
 
     Each operator record is ``(key, row, ts)`` where ``row`` is the tuple of ``columns`` (default: every
     column of ``df``); the operator's outputs must be tuples matching ``result_schema`` (a StructType or
@@ -266,7 +275,6 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     ``spark_checkpoint``: where Spark's own streaming checkpoint goes (default ``spark.statekit.spark_checkpoint``,
     else ``<checkpoint>/_spark``), anywhere Hadoop can write; ``checkpoint`` and ``output`` are local paths
     or pyarrow URIs (``s3://``; ``s3a://`` and ``s3n://`` are the same store)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
 
     spark = df.sparkSession
@@ -287,10 +295,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     missing = [c for c in (key, time, *row_columns) if c not in df.columns]
     if missing:
         raise InputError(f"column {missing[0]!r} not found; available columns: {', '.join(df.columns)}")
-    time_type = df.schema[time].dataType.typeName()
-    if time_type not in _TIME_TYPES:
-        raise InputError(f"time column {time!r} has type {time_type}: it must hold integer milliseconds "
-                         f"(convert a timestamp with unix_millis({time}))")
+    time_spec = TimeSpec(time_unit, time_format, time_zone)
+    time_spec.check(spark, time, df.schema[time].dataType)
     columns = [key, time, *(c for c in row_columns if c not in (key, time))]
     selected = df.select(*columns)
     state_config, settings = resolve_config(spark, config)
@@ -330,11 +336,12 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     reason = StructField("reason", StringType(), True)
     invalid_schema = StructType(list(selected.schema.fields) + [reason])
     late_schema = StructType([selected.schema[c] for c in row_columns] + [reason])
+    check_output_is_own(output, checkpoint)  # before anything is written below it
     files = OutputDir(output)
+    arrow = partial(arrow_schema, timezone=spark.conf.get("spark.sql.session.timeZone"))  # as Spark's batches have it
     job = JobPlan(operator_id, operator_factory, checkpoint, state_config.to_dict(), partitions,
                   state_config.max_parallelism, tuple(columns), tuple(row_columns),
-                  to_arrow_schema(routed_schema(selected.schema)), to_arrow_schema(result_schema),
-                  to_arrow_schema(late_schema), to_arrow_schema(invalid_schema), files,
+                  arrow(routed_schema(selected.schema)), arrow(result_schema), arrow(late_schema), arrow(invalid_schema), files,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None,
                   state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"), int(hosts),
                   checkpoint_key=settings.get("checkpoint_key", "").encode() or None,
@@ -342,10 +349,10 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     fields = {f.name: f.dataType.simpleString() for f in selected.schema.fields}
     description = {
         "operator_id": operator_id, "operator": probe.describe(), "statekit": _version(),
-        "key": {"column": key, "type": fields[key]}, "time": {"column": time, "type": fields[time]},
+        "key": {"column": key, "type": fields[key]}, "time": {"column": time, "type": fields[time], **time_spec.describe()},
         "columns": [[c, fields[c]] for c in row_columns], "result_schema": result_schema.simpleString(),
         "max_parallelism": state_config.max_parallelism, "backend": state_config.backend, "partitions": partitions,
-        "watermark_delay_ms": delay_ms, "max_ahead": str(max_ahead), "state_formats": {"snapshot": SNAPSHOT_FORMAT},
+        "watermark_delay_ms": delay_ms, "max_ahead": str(max_ahead), "state_formats": job_formats(),
     }
     spark_checkpoint = spark_checkpoint or settings.get("spark_checkpoint")
     if mode == "stream":
@@ -361,7 +368,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
             _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
         epoch_sink = as_sink(sink)
         runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
-                             epoch_sink, (result_schema, late_schema, invalid_schema), lease)
+                             epoch_sink, (result_schema, late_schema, invalid_schema), lease, time_spec)
         t0 = perf_counter()
         with CtrlC(runner, spark.sparkContext.cancelAllJobs):
             if mode == "batch":

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .columns import check_columns
 from .errors import InputError
+from .event_time import TimeSpec
 
 FORMATS = ("csv", "parquet", "json")
 _OPTIONS = {"csv": {"header": "true"}, "parquet": {}, "json": {}}
@@ -27,10 +29,11 @@ def data_files(spark: Any, path: str) -> list[str]:
 
 
 def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
-               stream: bool) -> tuple[Any, Any]:
-    """The input as a (streaming) DataFrame and its schema: schema from the first file, the time
-    column read as text for csv/json so that bad times reach the invalid-records output instead of
-    becoming nulls. ``required``: (column, what it is for) pairs that must exist."""
+               stream: bool, time_spec: TimeSpec = TimeSpec()) -> tuple[Any, Any, Any]:
+    """The input as a (streaming) DataFrame, its schema and the kind of its times (``TimeSpec.kind``, the
+    type window bounds come back in): schema from the first file, the time column read as text for
+    csv/json so that bad times reach the invalid-records output instead of becoming nulls.
+    ``required``: (column, what it is for) pairs that must exist."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     files = data_files(spark, path)
@@ -39,20 +42,20 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
         raise InputError(f"input {files[0]}: unknown format; pass --format {'|'.join(FORMATS)}")
     options = dict(_OPTIONS[fmt])
     infer = {"inferSchema": "true"} if fmt == "csv" else {}
-    schema = spark.read.format(fmt).options(**options, **infer).load(files[0]).schema
-    names = schema.fieldNames()
-    for col, what in required:
-        if col not in names:
-            raise InputError(f"input {files[0]}: {what} column {col!r} not found; columns: {', '.join(names)}")
+    first = spark.read.format(fmt).options(**options, **infer).load(files[0])
+    schema = first.schema
+    check_columns(files[0], schema.fieldNames(), required)
+    kind = schema[time].dataType
     if fmt != "parquet":
+        kind = time_spec.kind(first, time, kind)
         schema = StructType([StructField(f.name, StringType(), True) if f.name == time else f for f in schema.fields])
     if not stream:
-        return spark.read.format(fmt).options(**options).schema(schema).load(path), schema
+        return spark.read.format(fmt).options(**options).schema(schema).load(path), schema, kind
     reader = spark.readStream.format(fmt).options(**options).schema(schema).option("maxFilesPerTrigger", 1)
     if _is_file(spark, path):  # a file source watches a directory: watch the file's, for this name only
         directory, _, name = files[0].rpartition("/")
-        return reader.option("pathGlobFilter", name).load(directory), schema
-    return reader.load(path), schema
+        return reader.option("pathGlobFilter", name).load(directory), schema, kind
+    return reader.load(path), schema, kind
 
 
 def _is_file(spark: Any, path: str) -> bool:

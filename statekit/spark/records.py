@@ -2,8 +2,9 @@
 
 Every row leaves with the routing columns below; Spark's own hash shuffle (``repartition`` on
 ``_r``) then brings it to its partition, so records never cross the JVM/Python border as pickled
-rows. Checks are vectorized where Arrow allows (integer times, one key-group computation per
-distinct key of a batch) and fall back to per-row Python for other column types.
+rows. Event times arrive as milliseconds that Spark SQL computed (``event_time``); checks are
+vectorized where Arrow allows (times, one key-group computation per distinct key of a batch) and
+fall back to per-row Python for other key types and for the reasons of invalid rows.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 
 from ..errors import SerializationError
 from ..keygroups import fmix32, key_group_for, key_groups_and_bytes, partition_for_key_group
-from .lazy_pandas import defer_pandas
-from .worker_signals import ignore_interrupts
+from .event_time import MILLIS, OUT_OF_RANGE, TimeSpec
+from .runtime import start_task
 
 TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
 TS, PART, ROUTE, SEQ, WHY, MARK = "_ts", "_p", "_r", "_seq", "_why", "_m"
@@ -25,30 +26,6 @@ ROUTING_COLUMNS = ((TS, "long"), (PART, "int"), (ROUTE, "int"), (SEQ, "long"), (
 """Added to each row: event time (ms), partition, its routing value for Spark's hash partitioner,
 a replay-stable sequence number, why the row is invalid (null: valid), and the end-of-split marker."""
 FUTURE_REASON = "time ahead of the clock"
-
-
-def event_time(value: Any) -> tuple[int | None, str | None]:
-    """(milliseconds, None) for a valid event time, else (None, reason)."""
-    if value is None:
-        return None, "null time"
-    if isinstance(value, bool):
-        return None, "time is a boolean"
-    if isinstance(value, int):
-        ts = value
-    elif isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            return None, "time is not an integer"
-        ts = int(value)
-    elif isinstance(value, str):
-        try:
-            ts = int(value.strip())
-        except ValueError:
-            return None, "unparsable time"
-    else:
-        return None, f"time of type {type(value).__name__}"
-    if not -TIME_BOUND <= ts <= TIME_BOUND:
-        return None, "time out of range [-2**62, 2**62] ms"
-    return ts, None
 
 
 def key_problem(key: Any) -> str | None:
@@ -67,7 +44,9 @@ def key_problem(key: Any) -> str | None:
 @dataclass(frozen=True)
 class Router:
     """Routes the rows of one epoch: ``routing[p]`` is a value Spark's hash partitioner sends to
-    partition ``p``; rows with event times after ``time_limit`` (ms, None: no limit) are refused."""
+    partition ``p``; rows with event times after ``time_limit`` (ms, None: no limit) are refused.
+    Each batch holds the event time in milliseconds as column ``event_time.MILLIS`` (null where the
+    ``time`` column's value did not convert by ``spec``, which names why); it does not go on."""
 
     key: str
     time: str
@@ -77,15 +56,14 @@ class Router:
     schema: Any  # pyarrow schema of the output: the input's columns, then ROUTING_COLUMNS
     time_limit: int | None = None
     max_ahead: str = ""
+    spec: TimeSpec = TimeSpec()
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         """mapInArrow function: each batch with the routing columns, then one marker row per partition."""
         import pyarrow as pa
         from pyspark import TaskContext
 
-        ignore_interrupts()
-        defer_pandas()
-
+        start_task()
         split = TaskContext.get().partitionId()
         seq, schema = split << 36, self.schema
         for batch in batches:
@@ -93,13 +71,14 @@ class Router:
             if n == 0:
                 continue
             parts, why_key = self._partitions(batch.column(self.key))
-            ts, why_time = self._times(batch.column(self.time))
+            ts, why_time = self._times(batch.column(MILLIS), batch.column(self.time))
             if why_key and why_time:
                 why = pa.array([k if k is not None else t for k, t in zip(why_key, why_time)], pa.string())
             else:
                 why = pa.array(why_key or why_time, pa.string()) if why_key or why_time else pa.nulls(n, pa.string())
             yield pa.RecordBatch.from_arrays(  # numbered with numpy: pa.array of a range iterates in Python
-                [*batch.columns, ts, pa.array(parts, pa.int32()), pa.array(np.asarray(self.routing, np.int32)[parts]),
+                [*batch.drop_columns([MILLIS]).columns, ts, pa.array(parts, pa.int32()),
+                 pa.array(np.asarray(self.routing, np.int32)[parts]),
                  pa.array(np.arange(seq, seq + n, dtype=np.int64)), why, pa.nulls(n, pa.int32())], schema=schema)
             seq += n
         P = self.partitions
@@ -158,29 +137,31 @@ class Router:
             return 0, f"unserializable key: {e}"
         return partition_for_key_group(kg, self.partitions, self.max_parallelism), None
 
-    def _times(self, column: Any) -> tuple[Any, list[str | None]]:
-        """int64 event times (null where invalid) and the reasons (empty list: all valid)."""
+    def _times(self, millis: Any, values: Any) -> tuple[Any, list[str | None]]:
+        """The event times ``millis`` (int64 ms, null where a value of the time column ``values`` did not
+        convert), null where invalid, and the reasons (empty list: all valid)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if pa.types.is_integer(column.type):
-            ts = column.cast(pa.int64())
-            bad = pc.or_kleene(pc.is_null(ts), pc.or_(pc.greater(ts, TIME_BOUND), pc.less(ts, -TIME_BOUND)))
-            if self.time_limit is not None:
-                bad = pc.or_kleene(bad, pc.greater(ts, self.time_limit))
-            if not pc.any(bad).as_py():
-                return ts, []
-            values = ts.to_pylist()
-        else:
-            values = column.to_pylist()
-        checked = [self._check(v) for v in values]
-        return pa.array([t for t, _ in checked], pa.int64()), [r for _, r in checked]
+        ts = millis.cast(pa.int64())
+        bad = pc.or_(pc.greater(ts, TIME_BOUND), pc.less(ts, -TIME_BOUND))
+        if self.time_limit is not None:
+            bad = pc.or_(bad, pc.greater(ts, self.time_limit))
+        bad = pc.fill_null(bad, True)  # null: no event time
+        if not pc.any(bad).as_py():
+            return ts, []
+        reasons: list[str | None] = [None] * len(ts)
+        for i in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
+            reasons[i] = self._reason(ts[i].as_py(), values[i].as_py())
+        return pc.if_else(bad, pa.scalar(None, pa.int64()), ts), reasons
 
-    def _check(self, value: Any) -> tuple[int | None, str | None]:
-        ts, reason = event_time(value)
-        if ts is not None and self.time_limit is not None and ts > self.time_limit:
-            return None, f"{FUTURE_REASON}: {ts} > {self.time_limit} (max_ahead {self.max_ahead})"
-        return ts, reason
+    def _reason(self, ts: int | None, value: Any) -> str:
+        """Why a row with event time ``ts`` (ms, None: none) from time value ``value`` is invalid."""
+        if ts is None:
+            return "null time" if value is None else self.spec.reason(value)
+        if not -TIME_BOUND <= ts <= TIME_BOUND:
+            return OUT_OF_RANGE
+        return f"{FUTURE_REASON}: {ts} > {self.time_limit} (max_ahead {self.max_ahead})"
 
 
 def spark_hash_partition(value: int, partitions: int) -> int:
@@ -208,8 +189,9 @@ def routing_values(partitions: int) -> tuple[int, ...]:
 
 def routed_schema(input_schema: Any) -> Any:
     """The router's output as a Spark schema: the input columns (nullable, for the marker rows), then
-    the routing columns."""
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+    the routing columns (their types by name, without a JVM or Spark Connect session to parse them)."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+    types = {"long": LongType(), "int": IntegerType(), "string": StringType()}
     return StructType([StructField(f.name, f.dataType, True) for f in input_schema.fields]
-                      + [StructField(n, _parse_datatype_string(t), True) for n, t in ROUTING_COLUMNS])
+                      + [StructField(n, types[t], True) for n, t in ROUTING_COLUMNS])

@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 from ..checkpoint import Storage
+from ..checkpoint.manifest import parse_epoch
+from .errors import InputError
 
 METRICS_FILE = "_metrics.jsonl"
 STAGING = "_staging"
@@ -75,3 +77,67 @@ class OutputDir:
         except FileNotFoundError:
             return []
         return sorted((json.loads(ln) for ln in text.splitlines() if ln.strip()), key=lambda m: m["epoch"])
+
+    def reasons(self, epoch: int, sub: str) -> dict[str, int]:
+        """How many rows of ``<sub>epoch=<epoch>`` (a side output) have each kind of reason (``reason_kind``),
+        most frequent first; only the reason column is read."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        counts: dict[str, int] = {}
+        for f in self.storage.list_files(f"{sub}epoch={epoch}"):
+            if f.path.endswith(".parquet"):
+                column = pq.read_table(pa.BufferReader(self.storage.read(f.path)), columns=["reason"]).column(0)
+                found = column.value_counts()
+                for reason, n in zip(found.field("values").to_pylist(), found.field("counts").to_pylist()):
+                    kind = reason_kind(reason)
+                    counts[kind] = counts.get(kind, 0) + n
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+_VALUE_START = "-0123456789'\"([<{"
+
+
+def reason_kind(reason: str | None) -> str:
+    """A side-output reason without the values it names (``time ahead of the clock: 17 > 12`` -> ``time ahead
+    of the clock``), so that reasons of one kind are counted together."""
+    if reason is None:
+        return "no reason"
+    at = reason.find(": ")
+    while at >= 0:
+        if reason[at + 2:at + 3] in _VALUE_START:
+            return reason[:at]
+        at = reason.find(": ", at + 2)
+    return reason
+
+
+DEFAULT_CHECKPOINT = "_checkpoint"
+"""The checkpoint's place below the output when none is given (``run_keyed``)."""
+SIDE_OUTPUTS = ("_late", "_invalid")
+
+
+def check_output_is_own(path: str, checkpoint: str | None = None) -> None:
+    """Refuse an output directory holding an entry statekit does not write there, naming it: statekit writes
+    only ``epoch=<e>/``, ``_late/``, ``_invalid/``, ``_staging/``, ``_metrics.jsonl``, ``_checkpoint/`` and
+    ``checkpoint`` when that is directly below; hidden ``.`` entries are left alone. Results beside other
+    files would not read as one table, and statekit never touches what it did not write. No directory yet
+    is fine."""
+    import pyarrow.fs as pafs
+
+    storage = Storage(path)
+    shown = path.rstrip("/")
+    kind = storage.fs.get_file_info(storage.root).type
+    if kind == pafs.FileType.File:
+        raise InputError(f"output {shown} is a file, not a directory: pass a directory for statekit's output")
+    if kind != pafs.FileType.Directory:
+        return
+    own = {*SIDE_OUTPUTS, STAGING, METRICS_FILE, DEFAULT_CHECKPOINT}
+    if checkpoint is not None:
+        parent, _, name = Storage(checkpoint).root.rpartition("/")
+        own.update([name] if parent == storage.root else [])
+    names = sorted(fi.base_name for fi in storage.fs.get_file_info(pafs.FileSelector(storage.root)))
+    foreign = [n for n in names if not (n in own or n.startswith(".") or parse_epoch(n) is not None)]
+    if foreign:
+        raise InputError(f"output {shown} holds {foreign[0]!r}, which statekit did not write: an output directory "
+                         f"is statekit's alone (epoch=N/, _late/, _invalid/, _metrics.jsonl, _checkpoint/); pass a "
+                         f"new or empty directory, or move {foreign[0]!r} elsewhere")

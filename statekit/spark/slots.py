@@ -9,8 +9,10 @@ retried task, a rescaled job, a full snapshot in between) restores from the chec
 taken out of the cache for the duration of a task and put back only after its commit, so a failure
 mid-epoch never leaves a half-processed backend behind.
 
-The process is the partition's state host (``host``) or, with ``state_host=worker``, the Python
-worker that runs the task.
+The process is the partition's state host or, with ``state_host=worker``, the Python worker that runs
+the task: ``LocalRun`` is the runtime's ``LocalState`` (``runtime.open_run`` chooses the process). It
+stays here, in the epoch protocol, not in the runtime: it restores, runs the operator and commits
+snapshots with the protocol's columns and result schemas, the same in either process.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from ..checkpoint import CheckpointStore, fence
 from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
 from ..operators import KeyedOperator, Output
-from .memory import release_free_memory
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import TS
 from .results import output_table, parts_table
+from .runtime import release_free_memory
 
 
 @dataclass
@@ -129,20 +131,20 @@ def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> Non
         _SLOTS.popitem(last=False)[1].close()
 
 
-def kept_slots() -> int:
-    """How many slots this process keeps open for a next epoch."""
-    return len(_SLOTS)
-
-
-def close_all() -> None:
-    """Close every kept slot (a state host shutting down)."""
-    while _SLOTS:
-        _SLOTS.popitem()[1].close()
-
-
 class LocalRun:
     """One task's state work in this process: ``process`` the partition's records on its slot, then
     ``commit`` (the slot is kept for the next epoch) or ``abort`` (the slot is closed)."""
+
+    @staticmethod
+    def kept() -> int:
+        """How many slots this process keeps open for a next epoch."""
+        return len(_SLOTS)
+
+    @staticmethod
+    def close_all() -> None:
+        """Close every kept slot (a state host shutting down)."""
+        while _SLOTS:
+            _SLOTS.popitem()[1].close()
 
     def __init__(self, job: JobPlan, epoch: EpochPlan, index: int) -> None:
         self.job, self.epoch = job, epoch

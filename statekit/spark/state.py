@@ -7,7 +7,7 @@ from typing import Any
 
 from ..checkpoint import JobRecord, read_state
 from ..checkpoint.signing import KEY_SPARK_CONF
-from ..operators import readable_state
+from ..checkpoint.readable_state import readable_state
 
 STATE_SCHEMA = "key_group INT, key STRING, namespace STRING, value STRING, ttl_timestamp BIGINT"
 
@@ -26,7 +26,7 @@ def _key(spark: Any) -> bytes | None:
 def read_state_df(spark: Any, checkpoint: str, operator: str, state: str, epoch: int | None = None) -> Any:
     """Rows ``key_group, key, namespace, value, ttl_timestamp`` of one state at ``epoch`` (default: the
     newest); keys, namespaces and values rendered as text (JSON for structured ones), values as the
-    operator the checkpoint's job recorded reads them (``statekit.operators.readable_state``)."""
+    operator the checkpoint's job recorded reads them (``statekit.checkpoint.readable_state``)."""
     job = JobRecord(checkpoint).read() or {}
     described = job.get("operator") if job.get("operator_id") == operator else None
     rows = [(r["key_group"], _text(r["key"]), _text(r["namespace"]), _text(readable_state(described, state, r["value"])),

@@ -1,7 +1,7 @@
 """Executor side of an epoch: run the operator over one partition's key groups, commit, emit rows.
 
 The task's worker checks its input, hands the partition's records to the process that keeps the
-partition's state (its state host, ``host``, by default; the worker itself with
+partition's state (``runtime.open_run``: its state host by default; the worker itself with
 ``state_host=worker``; ``slots`` holds the rules of kept state), injects the test faults around the
 commit, and stages the outputs for the driver to publish.
 """
@@ -19,13 +19,10 @@ from typing import Any, Iterable, Iterator
 from ..checkpoint import Storage
 from ..operators import gc_paused
 from .errors import InjectedFault
-from .host import executor_pid, hosted_run
-from .lazy_pandas import defer_pandas
-from .memory import release_free_memory
 from .plan import EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
+from .runtime import executor_pid, open_run, task_scope
 from .slots import LocalRun
-from .worker_signals import ignore_interrupts
 
 
 def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
@@ -55,18 +52,15 @@ def _maybe_fail(job: JobPlan, epoch: int, partition: int, when: str) -> None:
 def run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Iterator[Any]:
     """mapInArrow function of the epoch's partitions: run the operator over this partition's records,
     commit its snapshot, stage its output files; yields one row of stats (JSON) for the driver. Then
-    the memory the epoch freed goes back to the system (the worker idles until the next epoch)."""
-    yield _run_partition(job, epoch, batches)
-    release_free_memory()
+    the memory the epoch freed goes back to the system (``task_scope``: the worker idles until the next epoch)."""
+    with task_scope():
+        yield _run_partition(job, epoch, batches)
 
 
 def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> Any:
     """``run_partition``'s work; returns its stats batch."""
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    ignore_interrupts()
-    defer_pandas()
     from pyspark import TaskContext
 
     t0 = time.perf_counter()
@@ -88,7 +82,7 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
     order = pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")])  # replay-stable order
     valid = valid.select([*job.columns, TS]).take(order)  # what the operator reads: no routing columns
     t1 = time.perf_counter()
-    run = hosted_run(job, epoch, index) if job.state_host == "process" else LocalRun(job, epoch, index)
+    run = open_run(job, epoch, index, LocalRun)
     try:
         with gc_paused():  # no collections mid-epoch (in the snapshot either); one at its end
             done = run.process(valid)

@@ -9,7 +9,7 @@ import os
 from types import SimpleNamespace
 
 from statekit.bench.common import HOSTS, JVM, OTHER, PYTHON, WORKERS, TreeSampler
-from statekit.spark.spawner import HOST_NAME, SPAWNER_NAME
+from statekit.spark.runtime import HOST_NAME, SPAWNER_NAME
 
 MIB = 1 << 20
 
@@ -51,9 +51,9 @@ def test_a_jvm_mid_spawn_is_not_a_second_jvm():
     executor = Proc(5, "java", ["/usr/bin/java", "-cp", "jars/*", "CoarseGrainedExecutorBackend"], jvm, 500)
     daemon = Proc(6, "python3", ["python3", "-m", "pyspark.daemon"], executor, 40)
     Proc(7, "python3", ["python3", "-m", "pyspark.daemon"], daemon, 80)
-    Proc(8, "python3", ["python3", "-c", "from statekit.spark.host import main"], executor, 300)
-    spawned = Proc(9, SPAWNER_NAME, ["python3", "-m", "statekit.spark.daemon"], daemon, 40)
-    Proc(10, HOST_NAME, ["python3", "-m", "statekit.spark.daemon"], spawned, 200)
+    Proc(8, "python3", ["python3", "-c", "from statekit.spark.runtime.host import main"], executor, 300)
+    spawned = Proc(9, SPAWNER_NAME, ["python3", "-m", "statekit.spark.runtime.daemon"], daemon, 40)
+    Proc(10, HOST_NAME, ["python3", "-m", "statekit.spark.runtime.daemon"], spawned, 200)
 
     sampler = TreeSampler(os.getpid())
     sampler.root = root

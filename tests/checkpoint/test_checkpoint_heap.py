@@ -123,33 +123,35 @@ def test_first_snapshot_after_a_native_restore_is_a_delta(tmp_path):
 
 
 def test_full_snapshots_of_the_entry_layout_still_restore(tmp_path, monkeypatch):
-    """Full snapshots are written as columns (no key groups); a checkpoint whose full snapshot has the
-    earlier layout (entries with key groups, timer lists) restores alone and under deltas, every state
-    kind and both timer domains included."""
+    """Full snapshots are written as columns (no key groups); a checkpoint written before the snapshot header
+    whose full snapshot has the earlier layout (entries with key groups, timer lists) restores, every state
+    kind and both timer domains included, and the next epoch is a full snapshot of today's layout."""
     from statekit.backends.heap import HeapSnapshots
     from statekit.checkpoint.transfer import SnapshotReader
     from statekit.payload import decode
+    from tests.checkpoint_support import edit_manifest
 
-    store = CheckpointStore(str(tmp_path / "legacy"), full_every=10, max_changelog_fraction=5.0)
+    root = tmp_path / "legacy"
+    store = CheckpointStore(str(root), full_every=10, max_changelog_fraction=5.0)
     b = create_backend(HEAP, ALL)
     job = Job(b, [])
     job.run_epoch(0, 0.6)
     with monkeypatch.context() as m:
         m.setattr(HeapSnapshots, "_full_columns", lambda self: self.snapshot_logical())
         legacy = store.commit("op", 0, b).manifest
+    edit_manifest(root / legacy.path, lambda body: (body.pop("header"), body.update(format=1)))  # as written before
     committed = {0: normalized(b)}
     job.run_epoch(1, 0.3)
-    assert store.commit("op", 1, b).manifest.snapshot["incremental"]
+    new = store.commit("op", 1, b).manifest
+    assert not new.snapshot["incremental"]  # a chain from before the header is never extended
     committed[1] = normalized(b)
-    new = CheckpointStore(str(tmp_path / "new")).commit("op", 1, b).manifest
     b.close()
     for epoch in (0, 1):
         r = store.restore("op", HEAP, ALL, epoch=epoch)
         assert normalized(r.backend) == committed[epoch]
         r.backend.close()
-    layouts = [decode(SnapshotReader(s.storage, m).read(m.files_with_role("full")[0])).get("layout")
-               for s, m in ((store, legacy), (CheckpointStore(str(tmp_path / "new")), new))]
-    assert layouts == [None, "columns"]
+    legacy_full = decode(SnapshotReader(store.storage, legacy).read(legacy.files_with_role("full")[0]))
+    assert "layout" not in legacy_full and new.header.version >= 1
 
 
 def test_a_delta_holds_what_a_bulk_write_set_and_cleared(tmp_path):

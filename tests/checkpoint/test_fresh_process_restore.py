@@ -131,7 +131,8 @@ from statekit import StateConfig
 from statekit.checkpoint import CheckpointStore, JobRecord, read_state
 rows = read_state({root!r}, "op", "sessions")
 assert "statekit.operators" not in sys.modules
-from statekit.operators import EventTimeSessionWindows, Output, RowAggregate, WindowOperator, readable_state
+from statekit.checkpoint.readable_state import readable_state
+from statekit.operators import EventTimeSessionWindows, Output, RowAggregate, WindowOperator
 described = JobRecord({root!r}).read()["operator"]
 cells = {{r["key"]: [type(r["value"]).__name__, readable_state(described, "sessions", r["value"])] for r in rows}}
 r = CheckpointStore({root!r}).restore("op", StateConfig(backend={backend!r}, local_dir={local!r}))
@@ -251,7 +252,7 @@ import json, sys
 from statekit.checkpoint import JobRecord, read_state
 rows = read_state({root!r}, "op", "session-table")
 assert "statekit.operators" not in sys.modules
-from statekit.operators import readable_state
+from statekit.checkpoint.readable_state import readable_state
 described = JobRecord({root!r}).read()["operator"]
 pages = sorted(repr(session) for r in rows for session in readable_state(described, "session-table", r["value"]))
 """ + TABLE_OPERATOR + """

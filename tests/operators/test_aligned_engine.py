@@ -21,6 +21,8 @@ from statekit.jobs.sessionize import SessionRows
 from statekit.operators import (ProcessWindowFunction, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
                                 Output, WindowOperator, aligned_engine)
 from statekit.operators.aligned_engine import AlignedEngine
+from statekit.operators.columnar_window import ColumnarWindowOperator
+from statekit.operators.record_window import RecordWindowOperator
 from tests.operators.test_session_engine import HALVES, KEYS, PACKED, WIDE, columns_of, concat, harness, run_epochs
 from tests.operators_support import Concat, KeyedWindowResult
 
@@ -71,7 +73,7 @@ def spy_packed_paths(monkeypatch) -> dict[str, int]:
     calls = {"merged_by_start": 0, "_advance_packed": 0, "fire_windows_packed": 0, "collect_columns": 0}
     count_calls(monkeypatch, aligned_engine, "merged_by_start", calls, lambda args, result: result is not None)
     count_calls(monkeypatch, AlignedEngine, "_advance_packed", calls)
-    count_calls(monkeypatch, WindowOperator, "fire_windows_packed", calls, lambda args, result: len(args[1]) > 0)
+    count_calls(monkeypatch, ColumnarWindowOperator, "fire_windows_packed", calls, lambda args, result: len(args[1]) > 0)
     count_calls(monkeypatch, Output, "collect_columns", calls)
     return calls
 
@@ -82,7 +84,7 @@ def spy_packed_paths(monkeypatch) -> dict[str, int]:
 def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function, feed, assigner, lateness):
     engine = harness(operator(assigner, function, lateness, False), backend_name, tmp_path, "engine")
     reference = harness(operator(assigner, function, lateness, True), backend_name, tmp_path, "reference")
-    assert type(engine.operator._engine) is AlignedEngine and reference.operator._engine is None
+    assert type(engine.operator._engine) is AlignedEngine and type(reference.operator) is RecordWindowOperator
     calls = spy_packed_paths(monkeypatch)
     packed_cells = 0
     examples = itertools.count()

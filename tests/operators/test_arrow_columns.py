@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit.operators import (EventTimeSessionWindows, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
                                 WindowOperator)
-from statekit.operators.aggregates import _masked
+from statekit.operators.packed_values import masked as _masked
 from statekit.operators import cell_engine, columns
 from statekit.operators.columns import factorize
 from tests.operators.test_session_engine import WIDE, harness, stored_cells

@@ -197,14 +197,18 @@ def test_spark_column_types_that_cannot_be_keys_or_times(spark, tmp_path, column
 
 
 
-def test_a_timestamp_time_column_is_refused_clearly(spark, tmp_path):
-    """The time column must hold integer milliseconds: a Spark TIMESTAMP column is refused up front with an
-    InputError naming the column and its type (it was a bare AssertionError from pyspark's Arrow schema)."""
+def test_a_null_in_a_timestamp_time_column_goes_to_invalid_with_its_reason(spark, tmp_path):
+    """A Spark TIMESTAMP time column is read as it is (it was refused before statekit took timestamps): its
+    null goes to ``_invalid/`` as "null time", and the session's bounds come back as timestamps."""
     d = write_files(tmp_path / "in", [pa.table({"user_id": pa.array(["a", "b"], pa.string()),
                                                 "ts_ms": pa.array([1000, None], pa.timestamp("ms", tz="UTC")),
                                                 "value": pa.array([1, 2], pa.int64())})])
-    with pytest.raises(InputError, match=r"time column 'ts_ms' has type timestamp: .*unix_millis\(ts_ms\)"):
-        run(spark, d, tmp_path / "out", backend="heap", mode="batch")
+    s = run(spark, d, tmp_path / "out", backend="heap", mode="batch")
+    assert invalid_rows(spark, tmp_path / "out") == [("b", None, "null time")] and s.total("invalid") == 1
+    table = pq.read_table(next((tmp_path / "out").glob("epoch=*/*.parquet")))
+    assert table.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
+    start = table.column("window_start").cast(pa.int64()).to_pylist()
+    assert table.column("user_id").to_pylist() == ["a"] and start == [1000 * 1000]
 
 
 def test_max_ahead_from_spark_conf_and_the_cli_flag(spark, tmp_path, capsys):

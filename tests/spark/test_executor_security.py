@@ -27,10 +27,10 @@ import pyarrow as pa
 import pytest
 
 from statekit.jobs.sessionize import SessionOperatorFactory
-from statekit.spark import host, spawner
-from statekit.spark.handshake import HANDSHAKE_SECONDS, accept
 from statekit.spark.plan import EpochPlan, JobPlan
 from statekit.spark.records import TS
+from statekit.spark.runtime import host, spawner
+from statekit.spark.runtime.handshake import HANDSHAKE_SECONDS, accept
 from statekit.spark.schemas import session_result_schema
 from statekit.spark.slots import LocalRun
 from statekit.timers import MAX_TIMESTAMP
@@ -144,7 +144,7 @@ def _epoch(job: JobPlan, number: int, batch: pa.Table) -> tuple[object, list[tup
     final = batch.num_rows == 0
     ts = batch.column(TS).to_pylist()
     plan = EpochPlan(number, number - 1 if number else None, MAX_TIMESTAMP if final else max(ts) - 10_000, final=final)
-    run = host.hosted_run(job, plan, 0)
+    run = host.hosted_run(job, plan, 0, LocalRun)
     try:
         done = run.process(batch)
         run.commit(max(ts) if ts else None)
@@ -184,7 +184,7 @@ def test_where_the_runtime_directory_is_unusable_the_state_stays_in_the_worker_w
     assert len(said) <= 1  # once a process (an earlier test of this process may have said it already)
     monkeypatch.setattr(host, "_fallback_reported", False)
     for _ in range(2):
-        assert isinstance(host.hosted_run(_job(temp / "again", os.urandom(32)), EpochPlan(0, None, None), 0), LocalRun)
+        assert isinstance(host.hosted_run(_job(temp / "again", os.urandom(32)), EpochPlan(0, None, None), 0, LocalRun), LocalRun)
     [line] = [line for line in capfd.readouterr().err.splitlines() if "not in state hosts" in line]
     assert f"{temp / RUNTIME} (owner uid {os.geteuid()}, mode 0777) is open to its group or other users" in line
 
@@ -308,7 +308,7 @@ def test_a_host_started_as_a_new_interpreter_has_its_secret_in_no_argument_or_en
 
 DAEMON = '''
 import json, os, secrets, sys, time
-from statekit.spark import host, spawner
+from statekit.spark.runtime import host, spawner
 
 directory, sock = sys.argv[1], sys.argv[2]
 spawner.start_spawner(directory, host.main)

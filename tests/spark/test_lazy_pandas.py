@@ -22,7 +22,7 @@ out["frame"] = list(pa.table({"a": [1]}).to_pandas().shape)
 
 
 def _run(defer: bool, code: str) -> dict:
-    script = ("import json, sys\nfrom statekit.spark.lazy_pandas import defer_pandas\nout = {}\n"
+    script = ("import json, sys\nfrom statekit.spark.runtime.lazy_pandas import defer_pandas\nout = {}\n"
               + ("defer_pandas()\n" if defer else "") + code + "\nprint(json.dumps(out))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

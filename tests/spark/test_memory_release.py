@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from statekit.spark.memory import ALLOCATOR_ENV, allocator_environment
+from statekit.spark.runtime.memory import ALLOCATOR_ENV, allocator_environment
 
 CODE = """
 import os
-from statekit.spark.memory import release_free_memory
+from statekit.spark.runtime.memory import release_free_memory
 
 def rss():
     return int(open(f"/proc/{os.getpid()}/status").read().split("VmRSS:")[1].split()[0]) // 1024

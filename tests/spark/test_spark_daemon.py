@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from statekit.spark import daemon, host
+from statekit.spark.runtime import daemon, host
 from statekit.spark.session import DAEMON_MODULE
 
 SCRIPT = '''
@@ -63,7 +63,7 @@ def test_a_failed_preload_is_reported_and_the_daemon_runs_with_its_spawner(monke
         raise ImportError("no module named 'users_lib'")
 
     monkeypatch.setattr(daemon, "preload_task_modules", broken)
-    monkeypatch.setattr("statekit.spark.spawner.start_spawner", lambda directory, main: ran.append((directory, main)))
+    monkeypatch.setattr("statekit.spark.runtime.spawner.start_spawner", lambda directory, main: ran.append((directory, main)))
     monkeypatch.setattr("pyspark.daemon.manager", lambda: ran.append(True))
     monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "unset below")  # restored (unset) after the test
     monkeypatch.delenv("MIMALLOC_PURGE_DELAY")
@@ -83,7 +83,7 @@ def test_a_failed_spawner_is_reported_and_the_daemon_runs(monkeypatch, capsys):
         raise OSError("No space left on device")
 
     monkeypatch.setattr(daemon, "preload_task_modules", lambda: None)
-    monkeypatch.setattr("statekit.spark.spawner.start_spawner", broken)
+    monkeypatch.setattr("statekit.spark.runtime.spawner.start_spawner", broken)
     monkeypatch.setattr("pyspark.daemon.manager", lambda: ran.append(True))
     try:
         daemon.main()
@@ -94,7 +94,7 @@ def test_a_failed_spawner_is_reported_and_the_daemon_runs(monkeypatch, capsys):
 
 
 def test_the_daemon_keeps_a_users_allocator_setting(monkeypatch):
-    monkeypatch.setattr("statekit.spark.spawner.start_spawner", lambda directory, main: None)
+    monkeypatch.setattr("statekit.spark.runtime.spawner.start_spawner", lambda directory, main: None)
     monkeypatch.setattr(daemon, "preload_task_modules", lambda: None)
     monkeypatch.setattr("pyspark.daemon.manager", lambda: None)
     monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "250")

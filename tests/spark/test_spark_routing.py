@@ -63,20 +63,3 @@ def test_str_and_int_keys_routed_in_bulk_equal_one_at_a_time(keys, partitions):
     one_by_one = [r._route(k) if k is not None else (0, "null key") for k in keys]
     assert parts.tolist() == [p for p, _ in one_by_one]
     assert why == ([w for _, w in one_by_one] if None in keys else [])
-
-
-def test_integer_times_are_checked_vectorized_and_limited():
-    ts, why = router(time_limit=1000)._times(pa.array([5, None, TIME_BOUND + 1, -TIME_BOUND - 1, -2**63, 1001, 1000]))
-    assert ts.to_pylist() == [5, None, None, None, None, None, 1000]
-    assert why[:5] == [None, "null time"] + ["time out of range [-2**62, 2**62] ms"] * 3
-    assert why[5].startswith("time ahead of the clock: 1001 > 1000") and why[6] is None
-    ts, why = router()._times(pa.array([1, 2], pa.int32()))
-    assert ts.type == pa.int64() and ts.to_pylist() == [1, 2] and why == []
-
-
-def test_text_and_float_times_are_parsed_per_row():
-    ts, why = router()._times(pa.array(["12", " 7 ", "abc", "1.5", None, "99999999999999999999"]))
-    assert ts.to_pylist() == [12, 7, None, None, None, None]
-    assert why == [None, None, "unparsable time", "unparsable time", "null time", "time out of range [-2**62, 2**62] ms"]
-    ts, why = router()._times(pa.array([3.0, 2.5, math.nan], pa.float64()))
-    assert ts.to_pylist() == [3, None, None] and why == [None, "time is not an integer", "time is not an integer"]

@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import psutil
 
-from statekit.spark import host, spawner
+from statekit.spark.runtime import host, spawner
 
 DAEMON = '''
 import json, os, secrets, socket, sys, time
-from statekit.spark import host, spawner
-from statekit.spark.handshake import connect
+from statekit.spark.runtime import host, spawner
+from statekit.spark.runtime.handshake import connect
 
 directory, sock = sys.argv[1], sys.argv[2]
 spawner.start_spawner(directory, host.main)
@@ -97,7 +97,7 @@ def test_without_a_spawner_a_worker_starts_its_host_as_a_new_interpreter(monkeyp
 
 HUNG_UP = '''
 import os, sys
-from statekit.spark import spawner
+from statekit.spark.runtime import spawner
 
 spawner.start_spawner(sys.argv[1], lambda argv, secret: None)
 print(os.environ[spawner.SPAWNER_ENV], flush=True)

@@ -8,6 +8,7 @@ before taking it starts another."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -21,9 +22,10 @@ import pytest
 
 from statekit.checkpoint import CheckpointStore
 from statekit.jobs import sessionize
-from statekit.spark import host, spawner
 from statekit.spark.api import default_state_hosts
 from statekit.spark.plan import EpochPlan
+from statekit.spark.runtime import host, spawner
+from statekit.spark.slots import LocalRun
 from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
 
 pytestmark = pytest.mark.spark
@@ -212,7 +214,7 @@ def test_a_task_whose_host_ended_before_taking_it_starts_another(monkeypatch):
     seen: list = []
     made = iter([_ended_host(), _live_host(seen)])
     monkeypatch.setattr(host, "_connect", lambda base, job: next(made))
-    run_ = host.HostedRun(_job(1), EpochPlan(3, 2, None), 1)
+    run_ = host.HostedRun(_job(1), EpochPlan(3, 2, None), 1, LocalRun, pickle.dumps)
     run_._begin(("task",))
     assert seen == [("task",)]
 
@@ -220,7 +222,7 @@ def test_a_task_whose_host_ended_before_taking_it_starts_another(monkeypatch):
 def test_a_task_whose_new_host_ends_too_fails_naming_the_host_and_epoch(monkeypatch):
     made = iter([_ended_host(), _ended_host()])
     monkeypatch.setattr(host, "_connect", lambda base, job: next(made))
-    run_ = host.HostedRun(_job(2), EpochPlan(3, 2, None), 1)
+    run_ = host.HostedRun(_job(2), EpochPlan(3, 2, None), 1, LocalRun, pickle.dumps)
     with pytest.raises(host.HostError, match=r"state host 1 of partition 1 \(.*\.sock\) did not take epoch 3; "
                                              r"the task fails; Spark retries it when spark.task.maxFailures allows"):
         run_._begin(("task",))

@@ -1,4 +1,4 @@
-"""Tables between a worker and its state host (``statekit.spark.wire``): every table arrives equal,
+"""Tables between a worker and its state host (``statekit.spark.runtime.wire``): every table arrives equal,
 whatever its size, chunking, slicing or types, and messages before and after it keep their order; a
 sender that goes away mid-table is an EOFError, not a short table."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statekit.spark.wire import recv_table, send_table
+from statekit.spark.runtime.wire import recv_table, send_table
 
 
 def _through(table: pa.Table) -> tuple[pa.Table, str]:

@@ -9,7 +9,7 @@ import sys
 import zipfile
 import zipimport
 
-from statekit.spark.zip_importers import StableZipImporter, stabilize_zip_importers
+from statekit.spark.runtime.zip_importers import StableZipImporter, stabilize_zip_importers
 
 
 def _write(archive, modules: dict[str, str]) -> None:

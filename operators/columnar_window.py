@@ -1,0 +1,81 @@
+"""ColumnarWindowOperator: event-time windows with the default trigger, no evictor and an incremental
+function, run an epoch at a time by the engine their assigner declares (``WindowAssigner.columnar_engine``:
+``operators.session_engine``, ``operators.aligned_engine``, ``operators.session_table``), on one stored
+value per key or one table of all keys. Results, side outputs, state and timers equal the record path's
+(``operators.record_window``)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from statekit import ColumnarAggregate, KeyedStateBackend, Timer, ValueStateDescriptor
+
+from .columns import RowView
+from .output import Output
+from .window_base import AGGREGATE, BaseWindowOperator
+from .window_engine import EngineSpec, WindowEngine
+
+
+class ColumnarWindowOperator(BaseWindowOperator):
+    """Windows run by ``spec``'s engine (see ``BaseWindowOperator``); ``WindowOperator(...)`` makes one
+    when the assigner declares an engine for the trigger, evictor and function given."""
+
+    def __init__(self, spec: EngineSpec, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._spec = spec
+        self._engine: WindowEngine | None = None
+
+    def window_layout(self) -> str:
+        return self._spec.engine.LAYOUT
+
+    def open(self, backend: KeyedStateBackend, output: Output) -> None:
+        """Bind to a backend (possibly restored) and an output, and make the engine over them."""
+        super().open(backend, output)
+        engine, packed = self._spec.engine, self._packed()
+        state = backend.get_state(self._versioned(ValueStateDescriptor(engine.STATE),
+                                                  lambda migrate: engine.cell_migration(migrate, packed)))
+        self._engine = engine(*self._spec.shape, self.allowed_lateness, backend, state, self._svc, self,
+                              *self._incremental(), self.metrics, self._clears_window_state, packed)
+
+    def _incremental(self) -> tuple:
+        """``add(value, accumulator or None)`` and ``merge(a, b)`` of the window function."""
+        fn = self.function
+        if self.kind == AGGREGATE:
+            create, add = fn.create_accumulator, fn.add
+            return (lambda value, acc: add(value, create() if acc is None else acc)), fn.merge
+        return (lambda value, acc: value if acc is None else fn(acc, value)), fn
+
+    def close(self) -> None:
+        self._engine.close()
+        super().close()
+
+    def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
+        """An epoch's records at the current watermark, to the engine (same output as one by one)."""
+        records = records if isinstance(records, list) else list(records)
+        self._engine.process([r[0] for r in records], [r[2] for r in records], lambda i: records[i][1], None)
+
+    def process_columns(self, keys: Sequence[Any], timestamps: Sequence[int], columns: Sequence[Sequence[Any]]) -> None:
+        """An epoch's records as columns, to the engine as columns: record i is ``(keys[i], tuple(c[i] for c
+        in columns), timestamps[i])``. An AggregateFunction that implements ``accumulate`` is applied to whole
+        runs of rows at once. Keys and columns may be Arrow arrays: the engine then makes Python values only
+        of what it hands to Python code."""
+        fn = self.function
+        rows = RowView(columns)
+        fold = None if not isinstance(fn, ColumnarAggregate) else (lambda order, starts: fn.accumulate(rows.python(), order, starts))
+        packed = self._packed()
+        fold_packed = None if packed is None else (lambda order, starts: packed.accumulate_packed(columns, order, starts))
+        self._engine.process(keys, np.asarray(timestamps), rows, fold, fold_packed)
+
+    def process_watermark(self, watermark: int) -> None:
+        self._engine.advance(watermark)
+
+    def on_event_time(self, timer: Timer) -> None:
+        raise RuntimeError(f"{self.window_layout()} windows take their timers in bulk when the watermark advances: "
+                           f"a timer of namespace {timer.namespace!r} fired one by one (the timer service was "
+                           f"advanced outside process_watermark)")
+
+    def on_processing_time(self, timer: Timer) -> None:
+        raise RuntimeError(f"{self.window_layout()} windows are event-time windows: a processing-time timer "
+                           f"({timer!r}) is not theirs (the checkpoint holds another operator's timers)")

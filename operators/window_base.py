@@ -1,0 +1,218 @@
+"""BaseWindowOperator: what the window operators share (``operators.record_window``, its evicting variant
+``operators.evicting_window`` and the engine-backed ``operators.columnar_window``): the configuration and
+its description, how results, late and invalid records go out, and the user functions' lifecycle.
+
+Trigger state and timers go through the backend, so an operator is fully described by a backend
+snapshot plus ``snapshot_metadata()``.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import timedelta
+from typing import Any, Callable
+
+import numpy as np
+
+from statekit import AggregateFunction, KeyedStateBackend, PackedAggregate, StateDescriptor
+from statekit.descriptors import Migration, qualified_name
+from statekit.durations import to_millis
+
+from .assigners import MergingWindowAssigner, WindowAssigner
+from .context import KeyedStateStore, WindowProcessContext
+from .evictors import Evictor
+from .functions import ProcessWindowFunction, WindowColumnsFunction, WindowRowsFunction, window_columns, window_rows
+from .invalid import InvalidRecord, error
+from .operator import KeyedOperator
+from .output import Output
+from .triggers import Trigger
+from .window_engine import WindowSink
+from .windows import TimeWindow
+
+TIMER_SERVICE = "window-timers"
+PROCESS, AGGREGATE, REDUCE = "process", "aggregate", "reduce"
+"""The kinds of window function: a ProcessWindowFunction, an AggregateFunction, a reduce callable."""
+
+
+def function_kind(function: Any) -> str:
+    """The kind of a window function; anything else is a TypeError naming the three accepted."""
+    if isinstance(function, ProcessWindowFunction):
+        return PROCESS
+    if all(callable(getattr(function, m, None)) for m in ("create_accumulator", "add", "merge", "get_result")):
+        return AGGREGATE
+    if callable(function):
+        return REDUCE
+    raise TypeError(f"window function must be an AggregateFunction, a reduce callable (a, b) -> c or a "
+                    f"ProcessWindowFunction, got {type(function).__name__}")
+
+
+class BaseWindowOperator(KeyedOperator, WindowSink):
+    """Windows a keyed stream: assigner + trigger (+ evictor) + function, with allowed lateness and a
+    side output for late elements (``late_output_tag=None`` drops and counts them instead).
+
+    Invalid records (see ``operators.invalid``) raise ``InvalidRecordError``, or go to the
+    ``invalid_output_tag`` side output as ``InvalidRecord`` and are counted in ``metrics["invalid"]``.
+    An exception out of ``process_batch`` fails the epoch: restore the backend from the last
+    committed checkpoint before going on (``CheckpointStore.restore`` notices the changed state)."""
+
+    def __init__(self, assigner: WindowAssigner, function: Any, window_function: ProcessWindowFunction | None,
+                 trigger: Trigger, evictor: Evictor | None, allowed_lateness: int | timedelta | str,
+                 late_output_tag: str | None, invalid_output_tag: str | None) -> None:
+        self.assigner = assigner
+        self.function = function
+        self.kind = function_kind(function)
+        if window_function is not None and (self.kind == PROCESS or not isinstance(window_function, ProcessWindowFunction)):
+            raise TypeError("window_function must be a ProcessWindowFunction applied to an AggregateFunction's "
+                            "or reduce function's result")
+        self.window_function = window_function
+        self.trigger = trigger
+        self.evictor = evictor
+        self.allowed_lateness = to_millis(allowed_lateness, "allowed_lateness")
+        if self.allowed_lateness < 0:
+            raise ValueError(f"allowed_lateness must be >= 0, got {self.allowed_lateness}")
+        self.late_output_tag = late_output_tag
+        self.invalid_output_tag = invalid_output_tag
+        self.merging = isinstance(assigner, MergingWindowAssigner)
+        if self.merging and not self.trigger.can_merge():
+            raise ValueError(f"{self.trigger!r} cannot be used with the merging assigner {assigner!r}: it does not support merging")
+        self.event_time = assigner.is_event_time()
+        self.metrics: dict[str, int] = {"records_in": 0, "late_dropped": 0, "late_side_output": 0, "windows_fired": 0,
+                                        "invalid": 0, "state_migrated": 0}
+        self._backend: KeyedStateBackend | None = None
+
+    def describe(self) -> dict[str, Any]:
+        fn = self.function
+        layout = fn.state_layout() if isinstance(fn, AggregateFunction) else qualified_name(fn)
+        acc = self._accumulating()
+        version = acc.accumulator_version() if acc is not None else 1
+        return {"state": {"operator": "WindowOperator", "assigner": type(self.assigner).__name__,
+                          "function": layout, "kind": self.kind,
+                          **({"version": version} if version > 1 else {}),  # as recorded before versions existed
+                          "window_function": None if self.window_function is None else qualified_name(self.window_function),
+                          "trigger": type(self.trigger).__name__,
+                          "evictor": None if self.evictor is None else type(self.evictor).__name__,
+                          "layout": self.window_layout()},
+                "parameters": {"assigner": repr(self.assigner), "trigger": repr(self.trigger),
+                               "allowed_lateness": self.allowed_lateness},
+                "migration": acc is not None and acc.accumulator_migration() is not None}
+
+    @abstractmethod
+    def window_layout(self) -> str:
+        """The layout of the window state, as ``describe()`` records it (a checkpoint of another is refused)."""
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def open(self, backend: KeyedStateBackend, output: Output) -> None:
+        """Bind to a backend (possibly restored) and an output: the timer service and the user functions."""
+        self._backend = backend
+        self._output = output
+        self._collect = output.collect
+        self._svc = backend.timer_service(TIMER_SERVICE, self)
+        self._pctx = WindowProcessContext(backend, self._svc, self.merging)
+        self._key: Any = None
+        self._process_fn = self.function if self.kind == PROCESS else self.window_function
+        fn_type = type(self._process_fn)
+        self._clears_window_state = self._process_fn is not None and fn_type.clear is not ProcessWindowFunction.clear
+        for fn in (self.function, self.window_function):
+            if isinstance(fn, ProcessWindowFunction):
+                fn.open(KeyedStateStore(backend))
+
+    def close(self) -> None:
+        for fn in (self.function, self.window_function):
+            if isinstance(fn, ProcessWindowFunction):
+                fn.close()
+
+    # -- the function --------------------------------------------------------------------------
+    def _accumulating(self) -> AggregateFunction | None:
+        """The AggregateFunction whose accumulators this operator stores (and versions), if any."""
+        fn = self.function
+        return fn if self.kind == AGGREGATE and isinstance(fn, AggregateFunction) else None
+
+    def _packed(self) -> PackedAggregate | None:
+        """The function when its accumulators pack (the session engine then stores packed cells)."""
+        fn = self._accumulating()
+        return fn if isinstance(fn, PackedAggregate) else None
+
+    def _versioned(self, descriptor: StateDescriptor, lift: Callable[[Migration], Migration]) -> StateDescriptor:
+        """``descriptor`` of a state holding the function's accumulators, at their version, with their
+        migration (``lift`` applies an accumulator migration to the state's values); each migrated
+        accumulator (a window's) counts in ``metrics["state_migrated"]``."""
+        fn = self._accumulating()
+        if fn is None:
+            return descriptor
+        migrate = fn.accumulator_migration()
+        if migrate is None:
+            return descriptor.with_version(fn.accumulator_version())
+
+        def counted(version: int, accumulator: Any) -> Any:
+            self.metrics["state_migrated"] += 1
+            return migrate(version, accumulator)
+        return descriptor.with_version(fn.accumulator_version(), lift(counted))
+
+    def _result(self, accumulator: Any) -> Any:
+        """A window's result from its accumulator (an AggregateFunction's) or reduced value."""
+        return self.function.get_result(accumulator) if self.kind == AGGREGATE else accumulator
+
+    # -- results (WindowSink) ------------------------------------------------------------------
+    def fire_window(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
+        self._key = key
+        self.metrics["windows_fired"] += 1
+        data = self._result(accumulator)
+        if self.window_function is None:
+            self._collect(data, window.max_timestamp())
+        else:
+            self._backend.set_current_key(key)
+            self._process(self.window_function, window, [data], window.max_timestamp())
+
+    def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
+        wf = self.window_function
+        if wf is not None and not isinstance(wf, WindowRowsFunction):
+            for key, start, end, acc in zip(keys, starts, ends, accumulators):
+                self.fire_window(key, TimeWindow(start, end), acc)
+            return
+        self.metrics["windows_fired"] += len(keys)
+        data = list(map(self.function.get_result, accumulators)) if self.kind == AGGREGATE else accumulators
+        values = data if wf is None else window_rows(wf, keys, starts, ends, data)
+        self._output.collect_many(values, [end - 1 for end in ends])  # each window's max_timestamp()
+
+    def fire_windows_packed(self, keys: list, starts: np.ndarray, ends: np.ndarray, words: np.ndarray) -> None:
+        """Results as columns straight from the packed words when the function computes them so and the
+        window function (if any) makes columns; else ``fire_windows`` of the unpacked accumulators."""
+        fn, wf = self._packed(), self.window_function
+        fields = fn.result_columns_packed(words) if wf is None or isinstance(wf, WindowColumnsFunction) else None
+        if not fields:
+            self.fire_windows(keys, starts.tolist(), ends.tolist(), fn.unpack(words))
+            return
+        self.metrics["windows_fired"] += len(keys)
+        columns = fields if wf is None else window_columns(wf, keys, starts, ends, fields)
+        self._output.collect_columns(columns, ends - 1)  # each window's max_timestamp()
+
+    def clear_window(self, key: Any, window: TimeWindow) -> None:
+        self._backend.set_current_key(key)
+        self._pctx.set_window(window)
+        self._process_fn.clear(self._pctx)
+
+    def late_record(self, value: Any, timestamp: int) -> None:
+        self._late(value, timestamp, self._svc.current_watermark())
+
+    def invalid_record(self, record: tuple, field: str, reason: str) -> None:
+        self._invalid(record, field, reason)
+
+    def _process(self, fn: ProcessWindowFunction, window: Any, elements: list, ts: int) -> None:
+        self._pctx.set_window(window)
+        self._output.collect_all(fn.process(self._key, self._pctx, elements), ts)
+
+    def _invalid(self, record: tuple, field: str, reason: str) -> None:
+        """A record that cannot be processed: raise, or side-output and count it."""
+        if self.invalid_output_tag is None:
+            raise error(record, field, reason)
+        self.metrics["invalid"] += 1
+        self._output.side_output(self.invalid_output_tag, InvalidRecord(*record, field, reason), None)
+
+    def _late(self, value: Any, ts: int | None, wm: int) -> None:
+        """An element no window took: side-output (or count) it if it is late."""
+        if self.event_time and ts + self.allowed_lateness <= wm:
+            if self.late_output_tag is not None:
+                self._output.side_output(self.late_output_tag, value, ts)
+                self.metrics["late_side_output"] += 1
+            else:
+                self.metrics["late_dropped"] += 1

@@ -1,0 +1,127 @@
+"""Pre-flight of ``statekit sessionize``: the mistakes a run would otherwise meet only after Spark started
+(a bad flag or duration, no Java, a missing input, a wrong column, a time column of an unusable type, someone
+else's files in the output directory) found before the JVM starts, from the first input file's schema read with
+pyarrow, with the messages the run itself gives. Locations given as URIs (``s3://...``) are left to the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..durations import to_millis
+from ..spark.columns import check_columns
+from ..spark.errors import InputError
+from ..spark.files import FORMATS
+from ..spark.java import find_java
+from ..spark.sink import check_output_is_own
+from .aggregates import parse_aggs
+
+_SAMPLE_BYTES = 1 << 20
+"""How much of a json file is read for its schema (whole lines): the first rows name the columns."""
+
+
+def session_gap_ms(gap: int | str) -> int:
+    """``--gap`` in milliseconds, refused unless positive."""
+    gap_ms = to_millis(gap, "--gap")
+    if gap_ms <= 0:
+        raise ValueError(f"--gap must be positive, got {gap!r}")
+    return gap_ms
+
+
+def check_flags(*, gap: int | str, watermark_delay: int | str, max_ahead: str | None, partitions: int | None,
+                aggs: Iterable[str]) -> None:
+    """The durations, counts and aggregates of a sessionize run, each refused with the flag it came from."""
+    session_gap_ms(gap)
+    if to_millis(watermark_delay, "--watermark-delay") < 0:
+        raise ValueError(f"--watermark-delay must be >= 0, got {watermark_delay!r}")
+    if max_ahead is not None and max_ahead.strip().lower() not in ("default", "none"):
+        if to_millis(max_ahead, "--max-ahead") < 0:
+            raise ValueError(f"--max-ahead must be >= 0, got {max_ahead!r}")
+    if partitions is not None and partitions < 1:
+        raise ValueError(f"--partitions must be at least 1, got {partitions}")
+    parse_aggs(aggs)
+
+
+def local(path: str) -> bool:
+    """Whether ``path`` is on this machine's filesystem (no URI scheme): only those are checked here."""
+    return "://" not in path
+
+
+def data_files(path: str) -> list[Path]:
+    """The input's data files as Spark's reader takes them (``spark.files.data_files``): the file itself, or
+    the files of the directory whose names do not start with ``_`` or ``.``, in name order."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"input {path} does not exist")
+    if p.is_file():
+        return [p]
+    found = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
+    if not found:
+        raise InputError(f"input directory {path} has no data files")
+    return found
+
+
+def file_schema(path: Path, fmt: str) -> Any:
+    """The pyarrow schema of a csv (header row), json (one object a line) or parquet file, from its first rows."""
+    import pyarrow as pa
+
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_schema(path)
+        if fmt == "csv":
+            import pyarrow.csv as pcsv
+
+            with pcsv.open_csv(path) as reader:
+                return reader.schema
+        import pyarrow.json as pjson
+
+        with open(path, "rb") as f:
+            head = f.read(_SAMPLE_BYTES)
+        lines = head if len(head) < _SAMPLE_BYTES else head[:head.rfind(b"\n") + 1]
+        return pjson.read_json(pa.BufferReader(lines)).schema
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"input {path}: cannot be read as {fmt}: {e}; pass --format {'|'.join(FORMATS)} if it "
+                         f"is another") from None
+
+
+def usable_time_type(arrow_type: Any) -> bool:
+    """Whether a time column of ``arrow_type`` can hold event times: integers, floating numbers and decimals
+    (epoch values), text, timestamps and dates (a column with no value in the rows read: not known yet)."""
+    import pyarrow.types as t
+
+    return any(check(arrow_type) for check in (t.is_integer, t.is_floating, t.is_decimal, t.is_string,
+                                                t.is_large_string, t.is_timestamp, t.is_date, t.is_null))
+
+
+def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]]) -> None:
+    """The input exists, holds data files of a known format, and its first file has the ``required`` columns,
+    the time column of a usable type."""
+    first = data_files(path)[0]
+    fmt = fmt or first.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise InputError(f"input {first}: unknown format; pass --format {'|'.join(FORMATS)}")
+    schema = file_schema(first, fmt)
+    check_columns(str(first), schema.names, required)
+    time_type = schema.field(time).type
+    if not usable_time_type(time_type):
+        raise InputError(f"input {first}: time column {time!r} has type {time_type}: it must hold event times "
+                         f"(epoch numbers, text, a timestamp or a date)")
+
+
+def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
+                         watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
+                         checkpoint: str | None, output_format: str) -> None:
+    """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
+    ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault."""
+    aggs = list(aggs)
+    check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs)
+    find_java()  # what Spark needs first
+    if local(input):
+        required = [(key, "key"), (time, "time")]
+        required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]
+        check_input(input, fmt=fmt, time=time, required=required)
+    files = output.rstrip("/") + "/_statekit" if output_format == "delta" else output
+    if local(files):
+        check_output_is_own(files, checkpoint)

@@ -1,0 +1,210 @@
+"""Event times as users have them, to the int64 milliseconds the operators work in, and window bounds back.
+
+``TimeSpec`` is the one rule: a time column of Spark type TIMESTAMP or TIMESTAMP_NTZ, text (ISO-8601, or a
+``--time-format`` pattern; text without a zone is read in ``--time-zone``) or epoch numbers in ``--time-unit``
+becomes milliseconds in Spark SQL (the ``try_`` forms: a value that does not convert is null, and the router
+gives the row a reason). Results come back in the input's kind, as Spark's ``session_window`` gives them:
+timestamps for timestamps and text (TIMESTAMP_NTZ stays NTZ), integers in the input's unit for numbers.
+Times are taken to the millisecond: a finer part (microseconds) is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+UNITS = {"s": 1000, "ms": 1, "us": 1000}
+"""Epoch units, with the factor between them and milliseconds (``us`` divides, the others multiply)."""
+MILLIS = "_time_ms"
+"""The internal column of event-time milliseconds that the router reads (the user's time column stays as it is)."""
+OUT_OF_RANGE = "time out of range [-2**62, 2**62] ms"
+"""The reason of a time beyond ``records.TIME_BOUND`` milliseconds either side of 1970."""
+PATTERNS = "https://spark.apache.org/docs/latest/sql-ref-datetime-pattern.html"
+_OFFSET = re.compile(r"^[+-]\d{2}:\d{2}$")
+_ZONE_LETTERS = re.compile(r"[VzOXxZ]")
+_SHOWN = 60
+
+
+@dataclass(frozen=True)
+class TimeSpec:
+    """How the time column's values are read: ``unit`` of epoch numbers (``s``, ``ms``, ``us``), ``format``
+    of text (Spark's datetime pattern; None: ISO-8601, or text holding an epoch number) and ``zone`` of text
+    that names none (a region such as ``Europe/Berlin``, ``UTC``, or an offset such as ``+01:00``)."""
+
+    unit: str = "ms"
+    format: str | None = None
+    zone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"--time-unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
+        if self.format is not None and not self.format.strip():
+            raise ValueError("--time-format is empty: pass one of Spark's datetime patterns, e.g. 'yyyy-MM-dd HH:mm:ss'")
+        if not _is_zone(self.zone):
+            raise ValueError(f"--time-zone {self.zone!r} is not a time zone: pass a region such as Europe/Berlin, "
+                             f"UTC, or an offset such as +01:00")
+
+    def describe(self) -> dict[str, str]:
+        """What a checkpoint records of the spec: the settings that are not the defaults (a job recorded before
+        time specs existed read integer milliseconds, and still matches)."""
+        return {k: v for k, v in (("unit", self.unit), ("format", self.format), ("zone", self.zone))
+                if v != getattr(TimeSpec, k)}
+
+    def check(self, spark: Any, column: str, dtype: Any) -> None:
+        """Refuse a time column of a type that holds no time (boolean, binary, struct...), a ``format`` for a
+        column that is not text, and one that is not a datetime pattern, before anything runs."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
+
+        if not isinstance(dtype, (NumericType, StringType, TimestampType, TimestampNTZType, DateType)):
+            raise InputError(f"time column {column!r} has type {dtype.simpleString()}: statekit reads TIMESTAMP, "
+                             f"TIMESTAMP_NTZ and DATE columns, epoch numbers (--time-unit s|ms|us) and text "
+                             f"(ISO-8601, or --time-format PATTERN); convert the column to one of them")
+        if self.format is not None and not isinstance(dtype, StringType):
+            raise InputError(f"--time-format reads text, and time column {column!r} has type {dtype.simpleString()}: "
+                             f"drop --time-format (or cast the column to text)")
+        if self.format is not None:
+            try:  # a literal pattern: Spark checks it as it plans this one-row query
+                spark.range(1).select(F.try_to_timestamp(F.lit("0"), F.lit(self.format))).collect()
+            except Exception as e:
+                said = re.sub(r"^\[[^\]]*\]\s*", "", str(e)).split(". ")[0][:200]  # Spark's first sentence
+                raise InputError(f"--time-format {self.format!r} is not one of Spark's datetime patterns ({said}); "
+                                 f"see {PATTERNS}") from None
+
+    def millis(self, column: str, dtype: Any) -> Any:
+        """A Spark column of ``column``'s event time in milliseconds (bigint), null where a value does not
+        convert. ``dtype``: the column's Spark type."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import (DateType, FractionalType, IntegralType, StringType, TimestampNTZType,
+                                       TimestampType)
+
+        c = F.col(column)
+        if isinstance(dtype, TimestampType):
+            return F.unix_millis(c)
+        if isinstance(dtype, TimestampNTZType):  # wall-clock time, zone-free: its microseconds since 1970-01-01 00:00
+            return _floor_div(f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {_quoted(column)})", 1000)
+        if isinstance(dtype, IntegralType):
+            return self._scaled(f"cast({_quoted(column)} as bigint)")
+        if isinstance(dtype, FractionalType):  # decimal, float, double: whole numbers of the unit only
+            whole = f"try_cast({_quoted(column)} as bigint)"  # null for NaN, infinities and overflows
+            return F.when(c == F.expr(whole), self._scaled(whole))
+        if isinstance(dtype, (StringType, DateType)):
+            return self._text(column)
+        raise InputError(f"time column {column!r} has type {dtype.simpleString()}")  # check() refused it before
+
+    def _scaled(self, sql: str) -> Any:
+        """Epoch numbers (the bigint SQL expression ``sql``) in ``unit`` as milliseconds; null where they overflow."""
+        from pyspark.sql import functions as F
+
+        if self.unit == "us":
+            return _floor_div(sql, UNITS["us"])
+        return F.expr(sql if self.unit == "ms" else f"try_multiply({sql}, {UNITS[self.unit]})")
+
+    def _text(self, column: str) -> Any:
+        """Text (or a date) as milliseconds: by ``format``, else an epoch number in ``unit`` or ISO-8601; text
+        naming no zone is read in ``zone`` (a zone appended parses only where the text has none)."""
+        from pyspark.sql import functions as F
+
+        text = f"trim(cast({_quoted(column)} as string))"
+        t = F.expr(text)
+        zone = F.lit(" " + self.zone)
+        if self.format is not None:
+            if _ZONE_LETTERS.search(re.sub(r"'[^']*'", "", self.format)):  # the pattern reads the zone itself
+                return F.unix_millis(F.try_to_timestamp(t, F.lit(self.format)))
+            return F.unix_millis(F.try_to_timestamp(F.concat(t, zone), F.lit(self.format + " VV")))
+        iso = F.coalesce(F.concat(t, zone).try_cast("timestamp_ltz"),  # a date and a time, no zone
+                         F.concat(t, F.lit("T00:00:00"), zone).try_cast("timestamp_ltz"),  # a date alone
+                         t.try_cast("timestamp_ltz"))  # text that names its zone
+        return F.coalesce(self._scaled(f"try_cast({text} as bigint)"), F.unix_millis(iso))
+
+    def reason(self, value: Any) -> str:
+        """Why ``value`` (a time column's value that is not null) gave no event time."""
+        if isinstance(value, str):
+            if self.format is None and _is_integer(value):
+                return OUT_OF_RANGE
+            shown = value if len(value) <= _SHOWN else value[:_SHOWN] + "..."
+            expected = (f"format {self.format!r}" if self.format is not None
+                        else f"ISO-8601 or an integer in {self.unit}")
+            return f"unparsable time: {shown!r} ({expected}; text without a zone in {self.zone})"
+        try:
+            whole = value == int(value)  # a whole number that overflowed when scaled to milliseconds
+        except (ValueError, OverflowError):  # NaN, infinity
+            whole = False
+        return OUT_OF_RANGE if whole else f"time is not an integer: {value} {self.unit}"
+
+    def bounds_type(self, kind: Any) -> Any:
+        """The Spark type window bounds come back in for times of type ``kind``: TIMESTAMP_NTZ for NTZ, a
+        long in ``unit`` for numbers, TIMESTAMP for the rest (timestamps, dates, text)."""
+        from pyspark.sql.types import LongType, NumericType, TimestampNTZType, TimestampType
+
+        if isinstance(kind, NumericType):
+            return LongType()
+        return TimestampNTZType() if isinstance(kind, TimestampNTZType) else TimestampType()
+
+    def bounds_unit(self, kind: Any) -> str:
+        """The unit of the values of ``bounds_type(kind)``: Spark's timestamps count microseconds."""
+        from pyspark.sql.types import LongType
+
+        return self.unit if isinstance(self.bounds_type(kind), LongType) else "us"
+
+    def kind(self, df: Any, column: str, inferred: Any) -> Any:
+        """The kind of the input's times (``bounds_type`` takes it) when a reader gives the time column as text
+        (csv, json, so that a bad value reaches the invalid output) and inferred ``inferred`` from the first
+        file (``df``): LongType for numbers, StringType for the rest; for values of mixed kinds (inferred as
+        text), LongType when most of the first file's values are integers (a few bad values among epoch
+        numbers keep the bounds integers)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, NumericType, StringType
+
+        if self.format is not None or not isinstance(inferred, (NumericType, StringType)):
+            return StringType()
+        if isinstance(inferred, NumericType):
+            return LongType()
+        integers = F.trim(F.col(column)).rlike(r"^[+-]?\d+$")
+        row = df.select(F.count(F.when(integers, 1)).alias("i"), F.count(F.when(~integers, 1)).alias("o")).first()
+        return LongType() if row["i"] >= row["o"] else StringType()
+
+
+def from_millis(values: np.ndarray, unit: str) -> np.ndarray:
+    """Milliseconds (int64) as ``unit`` (``TimeSpec.bounds_unit``), rounded down."""
+    if unit == "ms":
+        return values
+    return values * UNITS[unit] if unit == "us" else values // UNITS[unit]
+
+
+def _floor_div(sql: str, n: int) -> Any:
+    """The bigint SQL expression ``sql`` divided by ``n``, rounded down (``div`` rounds toward zero); null
+    where it would overflow."""
+    from pyspark.sql import functions as F
+
+    return F.expr(f"try_subtract({sql}, pmod({sql}, {n})) div {n}")
+
+
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def _is_integer(text: str) -> bool:
+    try:
+        int(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _is_zone(zone: str) -> bool:
+    """A zone Spark reads after a time: an offset, or a region or name of the IANA database."""
+    import zoneinfo
+
+    if _OFFSET.match(zone) or zone in ("UTC", "Z", "GMT"):
+        return True
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    return True

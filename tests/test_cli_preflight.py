@@ -1,0 +1,191 @@
+"""`statekit sessionize` finds the mistakes a run would meet only after Spark started (a bad duration, a missing
+input, a wrong column, an unusable time type, someone else's files in the output) before the JVM starts: each in a
+real CLI process, well under the held-out bound, with no pyspark imported at all. No Spark here."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from statekit.jobs.preflight import preflight_sessionize
+from statekit.spark.errors import InputError
+
+BOUND_S = 10  # the held-out check's bound; the mistakes are meant to show in under 2 s
+_RUN = ("import sys; from statekit.cli import main; rc = main(sys.argv[1:]); "
+        "print('pyspark imported' if 'pyspark' in sys.modules else 'no pyspark', file=sys.stderr); sys.exit(rc)")
+
+
+def cli(*argv: str) -> tuple[subprocess.CompletedProcess, float]:
+    """``statekit`` in a fresh interpreter; its result and how long it took. The last stderr line says whether
+    pyspark was imported (no pyspark: no JVM could have started)."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", _RUN, *argv], capture_output=True, text=True, timeout=120)
+    return r, time.perf_counter() - t0
+
+
+@pytest.fixture
+def inp(tmp_path: Path) -> Path:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "part-00000.csv").write_text("user_id,ts_ms,value\nu1,1000,1\nu2,2000,2\n")
+    (d / "_SUCCESS").write_text("")  # not a data file, as for Spark's reader
+    return d
+
+
+def sessionize_argv(inp: Path, out: Path, **flags: str) -> list[str]:
+    args = {"--input": str(inp), "--output": str(out), "--key": "user_id", "--time": "ts_ms", **flags}
+    return ["sessionize"] + [x for kv in args.items() for x in kv]
+
+
+@pytest.mark.parametrize("flags,message", [
+    ({"--gap": "30 parsecs"}, "--gap: cannot parse duration '30 parsecs'"),
+    ({"--gap": "0s"}, "--gap must be positive, got '0s'"),
+    ({"--watermark-delay": "soon"}, "--watermark-delay: cannot parse duration 'soon'"),
+    ({"--max-ahead": "later"}, "--max-ahead: cannot parse duration 'later'"),
+    ({"--agg": "median:value"}, "--agg 'median:value': expected count or KIND:COLUMN"),
+    ({"--partitions": "0"}, "--partitions must be at least 1, got 0"),
+    ({"--max-invalid-fraction": "1.5"}, "--max-invalid-fraction must be between 0 and 1, got 1.5"),
+    ({"--input": "{tmp}/nope"}, "input {tmp}/nope does not exist"),
+    ({"--key": "uid"}, "input {tmp}/in/part-00000.csv: key column 'uid' not found; columns: user_id, ts_ms, value"),
+    ({"--time": "ts"}, "input {tmp}/in/part-00000.csv: time column 'ts' not found; columns: user_id, ts_ms, value"),
+    ({"--agg": "sum:price"}, "input {tmp}/in/part-00000.csv: --agg sum column 'price' not found"),
+])
+def test_each_mistake_is_reported_before_spark_starts(inp, tmp_path, flags, message):
+    argv = sessionize_argv(inp, tmp_path / "out", **{k: v.format(tmp=tmp_path) for k, v in flags.items()})
+    r, seconds = cli(*argv)
+    assert r.returncode == 2, r.stderr
+    assert f"statekit sessionize: error: {message.format(tmp=tmp_path)}" in r.stderr
+    assert r.stderr.rstrip().endswith("no pyspark"), r.stderr
+    assert "Traceback" not in r.stderr and "Spark" not in r.stderr and "log4j" not in r.stderr
+    assert seconds < BOUND_S
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_an_output_holding_someone_elses_file_is_refused_and_the_file_left_as_it_was(inp, tmp_path):
+    out = tmp_path / "out"
+    (out / "epoch=0").mkdir(parents=True)
+    (out / "_metrics.jsonl").write_text("")
+    notes = out / "notes.txt"
+    notes.write_text("mine")
+    before = notes.stat()
+    r, seconds = cli(*sessionize_argv(inp, out))
+    assert r.returncode == 2
+    assert (f"statekit sessionize: error: output {out} holds 'notes.txt', which statekit did not write: an output "
+            f"directory is statekit's alone") in r.stderr
+    assert r.stderr.rstrip().endswith("no pyspark") and seconds < BOUND_S
+    after = notes.stat()
+    assert notes.read_text() == "mine" and (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    assert sorted(p.name for p in out.iterdir()) == ["_metrics.jsonl", "epoch=0", "notes.txt"]
+
+
+def test_a_delta_output_is_checked_where_statekit_writes_its_files(inp, tmp_path):
+    files = tmp_path / "table" / "_statekit"
+    files.mkdir(parents=True)
+    (files / "stray.parquet").write_bytes(b"")
+    (tmp_path / "table" / "_delta_log").mkdir()  # Delta's, beside statekit's _statekit/
+    r, _ = cli(*sessionize_argv(inp, tmp_path / "table", **{"--output-format": "delta"}))
+    assert r.returncode == 2 and f"output {files} holds 'stray.parquet'" in r.stderr
+
+
+def check(inp: Path, out: Path, **overrides) -> None:
+    args = dict(input=str(inp), output=str(out), key="user_id", time="ts_ms", aggs=["count"], gap="30s",
+                watermark_delay="0", fmt=None, max_ahead="default", partitions=None, checkpoint=None,
+                output_format="parquet")
+    preflight_sessionize(**{**args, **overrides})
+
+
+def test_statekits_own_output_is_accepted_for_a_resume(inp, tmp_path):
+    out = tmp_path / "out"
+    for d in ("epoch=0", "epoch=12", "_late/epoch=0", "_invalid/epoch=3", "_staging", "_checkpoint/_driver", "ckpt"):
+        (out / d).mkdir(parents=True)
+    (out / "_metrics.jsonl").write_text(json.dumps({"epoch": 0}) + "\n")
+    (out / ".epoch=0.crc").write_text("")
+    check(inp, out, checkpoint=str(out / "ckpt"))  # a checkpoint named by the user, directly below the output
+    with pytest.raises(InputError, match="holds 'ckpt'"):
+        check(inp, out)  # without it, ckpt/ is not statekit's
+    (out / "epoch=x").mkdir()
+    with pytest.raises(InputError, match="holds 'epoch=x'"):
+        check(inp, out, checkpoint=str(out / "ckpt"))
+
+
+def test_an_output_that_is_a_file_is_refused(inp, tmp_path):
+    (tmp_path / "out").write_text("x")
+    with pytest.raises(InputError, match="is a file, not a directory"):
+        check(inp, tmp_path / "out")
+
+
+def write_parquet(path: Path, ts: pa.Array) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"user_id": pa.array(["a"] * len(ts)), "ts": ts}), path)
+    return path.parent
+
+
+@pytest.mark.parametrize("ts", [
+    pa.array([1, 2], pa.int64()), pa.array([1, 2], pa.int32()), pa.array([1.0, 2.0]),
+    pa.array(["2025-11-24T16:00:01Z"] * 2),
+    pa.array([datetime(2025, 1, 1, tzinfo=timezone.utc)] * 2, pa.timestamp("us", tz="UTC")),
+    pa.array([datetime(2025, 1, 1)] * 2, pa.timestamp("us")), pa.array([date(2025, 1, 1)] * 2),
+], ids=lambda a: str(a.type))
+def test_time_columns_of_usable_types_pass(tmp_path, ts):
+    check(write_parquet(tmp_path / "in" / "p.parquet", ts), tmp_path / "out", time="ts")
+
+
+@pytest.mark.parametrize("ts,shown", [
+    (pa.array([True, False]), "bool"),
+    (pa.array([{"s": 1}, {"s": 2}]), "struct<s: int64>"),
+    (pa.array([[1], [2]]), "list<element: int64>"),
+    (pa.array([b"1", b"2"]), "binary"),
+])
+def test_time_columns_of_unusable_types_are_refused_naming_the_type(tmp_path, ts, shown):
+    d = write_parquet(tmp_path / "in" / "p.parquet", ts)
+    message = f"input {d}/p.parquet: time column 'ts' has type {shown}: it must hold event times"
+    with pytest.raises(InputError, match=re.escape(message)):
+        check(d, tmp_path / "out", time="ts")
+
+
+def test_csv_and_json_schemas_are_read_from_their_first_rows(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.json").write_text("".join(json.dumps({"user_id": f"u{i}", "ts_ms": i, "flag": True}) + "\n"
+                                      for i in range(50_000)))
+    (d / "b.csv").write_text("other\n1\n")  # not the first file: only the first one's columns are checked
+    check(d, tmp_path / "out")
+    with pytest.raises(InputError, match=r"a.json: time column 'flag' has type bool"):
+        check(d, tmp_path / "out", time="flag")
+    with pytest.raises(InputError, match=r"a.json: key column 'k' not found; columns: user_id, ts_ms, flag"):
+        check(d, tmp_path / "out", key="k")
+
+
+def test_unknown_formats_and_empty_directories_are_named(tmp_path):
+    (tmp_path / "in").mkdir()
+    with pytest.raises(InputError, match=rf"input directory {tmp_path}/in has no data files"):
+        check(tmp_path / "in", tmp_path / "out")
+    (tmp_path / "in" / "clicks.txt").write_text("user_id,ts_ms\n")
+    with pytest.raises(InputError, match=r"clicks.txt: unknown format; pass --format csv\|parquet\|json"):
+        check(tmp_path / "in", tmp_path / "out")
+    check(tmp_path / "in", tmp_path / "out", fmt="csv")  # the format named: read as csv
+    (tmp_path / "in" / "clicks.txt").write_bytes(b"\x00\x01 not parquet")
+    with pytest.raises(InputError, match=r"clicks.txt: cannot be read as parquet"):
+        check(tmp_path / "in", tmp_path / "out", fmt="parquet")
+
+
+def test_uris_are_left_to_the_run(tmp_path):
+    check(Path("/unused"), tmp_path / "out", input="s3://no-such-bucket/in", output="s3://no-such-bucket/out")
+
+
+def test_java_is_checked_before_the_input(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = os.path.dirname(sys.executable)  # the venv's bin: python, no java
+    r = subprocess.run([sys.executable, "-m", "statekit.cli", *sessionize_argv(tmp_path / "nope", tmp_path / "out")],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Spark needs Java 17+: no 'java' on PATH" in r.stderr
