@@ -65,11 +65,6 @@ class TimerBuffer:
         else:
             self._pending[key] = False
 
-    def buffer_event(self, namespace: Any, ts: int, register: bool) -> None:
-        """Buffer registering (``register``) or deleting an event-time timer, whatever ``known`` says:
-        for a caller that knows the timer's history (the session path's net timer operations)."""
-        self._pending[(True, namespace, ts)] = register
-
     def register_event(self, namespace: Any, ts: int) -> None:
         if self.buffering:
             self._pending[(True, namespace, ts)] = True

@@ -3,7 +3,7 @@
 Backends (heap, RocksDB) live in the ``backends`` package and are found through the registry.
 """
 
-from .backend import InternalKeyedState, KeyedStateBackend, NO_KEY, create_backend
+from .keyed_backend import InternalKeyedState, KeyedStateBackend, NO_KEY, create_backend
 from .config import OptionSpec, StateConfig, parse_size
 from .descriptors import (AggregateFunction, ColumnarAggregate, PackedAggregate, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                           ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)

@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from .config import DEFAULT_JOB_BACKEND
 from .errors import StateError
 from .jobs.aggregates import agg_help
 from .registry import available_backends
@@ -56,7 +57,7 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gap", default="30s", help="session gap (30s, 5m, 1h30m, or ms)")
     p.add_argument("--watermark-delay", default="0", help="how far behind the max event time the watermark trails")
     p.add_argument("--agg", action="append", default=None, help=agg_help())
-    p.add_argument("--backend", choices=available_backends(), default=None, help="state backend (default rocksdb)")
+    p.add_argument("--backend", choices=available_backends(), default=None, help=f"state backend (default {DEFAULT_JOB_BACKEND})")
     p.add_argument("--state-layout", choices=["table", "cells"], default=None,
                    help="table: every key's sessions as columns, stored per key group (for millions of keys); "
                         "cells: a stored value per key. Default: the checkpoint's layout, table for a new one")
@@ -193,7 +194,7 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--events", type=int, default=200_000, help="clicks generated")
     demo.add_argument("--keys", type=int, default=2_000, help="users clicking")
     demo.add_argument("--files", type=int, default=10, help="input files = epochs")
-    demo.add_argument("--backend", choices=available_backends(), default="rocksdb", help="state backend")
+    demo.add_argument("--backend", choices=available_backends(), default=DEFAULT_JOB_BACKEND, help="state backend")
     demo.add_argument("--output", default=None, help="directory for input, output and checkpoint (default: a new temp dir)")
     demo.add_argument("--master", default=None, help="Spark master (default local[*,4])")
     demo.add_argument("--verbose", action="store_true", help="Spark's warnings too (by default it logs errors only)")

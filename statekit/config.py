@@ -80,11 +80,17 @@ def _option_spec(name: str) -> OptionSpec:
     return spec
 
 
+DEFAULT_BACKEND = "heap"
+"""The backend of a ``StateConfig`` that names none: state in this process (tests, embedded use)."""
+DEFAULT_JOB_BACKEND = "rocksdb"
+"""The backend of a job on Spark that names none (``run_keyed``, the CLI): its state may outgrow memory."""
+
+
 @dataclass(frozen=True)
 class StateConfig:
     """Backend choice and tuning; ``options`` holds backend options by dotted name."""
 
-    backend: str = "heap"
+    backend: str = DEFAULT_BACKEND
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     local_dir: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)

@@ -8,9 +8,10 @@ import tempfile
 from pathlib import Path
 
 from .clickstream import generate_clickstream, sessionize_reference
+from .config import DEFAULT_JOB_BACKEND
 
 
-def run_demo(events: int = 200_000, keys: int = 2_000, files: int = 10, backend: str = "rocksdb",
+def run_demo(events: int = 200_000, keys: int = 2_000, files: int = 10, backend: str = DEFAULT_JOB_BACKEND,
              directory: str | None = None, master: str | None = None, gap: str = "30s",
              delay: str = "10s", quiet: bool = True) -> int:
     """Returns a process exit code: 0 when Spark's output equals the reference, 1 otherwise; ``quiet``: Spark

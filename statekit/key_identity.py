@@ -30,6 +30,18 @@ def key_identity(key: Any) -> Any:
     return (t, key)
 
 
+def key_problem(key: Any) -> str | None:
+    """Why ``key`` cannot be a state key (None: it can): the one rule the backends and the Spark router
+    both apply (a key that does not serialize is found where it is serialized)."""
+    if key is None:
+        return "null key"
+    try:
+        hash(key)
+    except TypeError:
+        return "unhashable key"
+    return "NaN key" if key != key else None
+
+
 def key_of_identity(identity: Any) -> Any:
     """The key ``key_identity`` was given."""
     if type(identity) is not tuple:

@@ -289,16 +289,3 @@ def loads_stream(data: bytes) -> list:
     if unpacker.tell() != len(data):
         raise SerializationError(f"truncated data: {len(data) - unpacker.tell()} bytes after the last msgpack object")
     return objs
-
-
-def check_value(serializer: Serializer, value: Any, state_name: str) -> None:
-    """Validate ``value`` for writing into state ``state_name``; the error names the state and type."""
-    try:
-        if type(serializer) is MsgpackSerializer:
-            serializer.check(value)
-        else:
-            serializer.dumps(value)
-    except SerializationError as e:
-        raise SerializationError(f"state '{state_name}': cannot serialize value of type {type(value).__name__}: {e}") from None
-    except Exception as e:
-        raise SerializationError(f"state '{state_name}': cannot serialize value of type {type(value).__name__}: {e}") from None

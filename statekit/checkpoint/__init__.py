@@ -37,12 +37,12 @@ from .manifest import FileEntry, Manifest, manifest_path, partition_dir, partiti
 from .policy import CheckpointPolicy
 from .storage import ExclusiveCreateUnsupported, RetryPolicy, Storage, StoredFile, pyarrow_uri
 from .store import CheckpointBase, CheckpointStore, Committed, Restored
-from .transfer import SnapshotReader, SnapshotWriter
+from .transfer import CheckpointSnapshotReader, CheckpointSnapshotWriter
 
 __all__ = [
     "CheckpointBase", "CheckpointError", "CheckpointInfo", "CheckpointLease", "CheckpointPolicy", "CheckpointStore",
     "CheckpointUnavailableError", "JOB_PATH", "JobChangeError", "JobRecord", "LeaseHeldError", "LeaseLostError", "LeaseRecord", "compare_jobs", "fence", "Committed", "CorruptCheckpointError", "EpochInfo", "ExclusiveCreateUnsupported", "FileEntry", "LOGICAL",
     "Manifest", "NATIVE", "NoCheckpointError", "OperatorInfo", "PartitionInfo", "Restored", "RetryPolicy",
-    "SnapshotReader", "SnapshotWriter", "Storage", "StoredFile", "decode", "encode", "format_report", "pyarrow_uri",
+    "CheckpointSnapshotReader", "CheckpointSnapshotWriter", "Storage", "StoredFile", "decode", "encode", "format_report", "pyarrow_uri",
     "inspect_checkpoint", "main_inspect", "manifest_path", "partition_dir", "partition_name", "read_state",
 ]

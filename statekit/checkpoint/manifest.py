@@ -63,10 +63,6 @@ def shared_dir(operator_id: str, key_groups: range) -> str:
     return f"{partition_dir(operator_id, key_groups)}/shared"
 
 
-def tmp_dir(operator_id: str) -> str:
-    return f"{operator_id}/_tmp"
-
-
 @dataclass(frozen=True, slots=True)
 class FileEntry:
     """A file a snapshot needs: ``path`` from the location root, ``role`` for the backend

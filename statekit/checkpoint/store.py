@@ -24,10 +24,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..backend import KeyedStateBackend
+from ..keyed_backend import KeyedStateBackend
 from ..config import StateConfig
 from ..errors import StateError
-from ..backend import create_backend
+from ..keyed_backend import create_backend
 from ..registry import backend_class, wall_clock_ms
 from ..payload import decode, encode
 from ..serialization import check_recorded_types, registered_types
@@ -39,7 +39,7 @@ from .manifest import (MANIFEST_NAME, Manifest, check_operator, epoch_dir, manif
 from .policy import CheckpointPolicy
 from .signing import check_key
 from .storage import RetryPolicy, Storage
-from .transfer import SnapshotReader, SnapshotWriter
+from .transfer import CheckpointSnapshotReader, CheckpointSnapshotWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +168,7 @@ class CheckpointStore:
         attempt = uuid.uuid4().hex
         native = not logical and isinstance(backend, IncrementalSnapshots)
         header = _header(backend, native)
-        writer = SnapshotWriter(self.storage, operator_id, kgs, epoch, attempt,
+        writer = CheckpointSnapshotWriter(self.storage, operator_id, kgs, epoch, attempt,
                                 self._base(base_ref, operator_id, kgs, epoch, header), self.policy, full)
         try:
             if native:
@@ -252,7 +252,7 @@ class CheckpointStore:
         cls = backend_class(config.backend)
         if (len(sources) == 1 and m.kind == NATIVE and m.backend == config.backend and m.key_groups == kgs
                 and issubclass(cls, IncrementalSnapshots)):
-            restored = cls.restore_incremental(SnapshotReader(self.storage, m), config, kgs, time_provider or wall_clock_ms)
+            restored = cls.restore_incremental(CheckpointSnapshotReader(self.storage, m), config, kgs, time_provider or wall_clock_ms)
             restored.checkpoint_base = CheckpointBase(self.location, operator_id, kgs, m.epoch, m.attempt)
             return Restored(restored, m.epoch, sources, native=True)
         target = create_backend(config, kgs, time_provider)
@@ -273,7 +273,7 @@ class CheckpointStore:
                 and ref.epoch < m.epoch and backend.unchanged_since_snapshot()):
             return False
         base = self._committed(m.operator, kgs, ref.epoch)
-        if base is None or base.attempt != ref.attempt or not backend.catch_up(SnapshotReader(self.storage, m), base):
+        if base is None or base.attempt != ref.attempt or not backend.catch_up(CheckpointSnapshotReader(self.storage, m), base):
             return False
         backend.checkpoint_base = CheckpointBase(self.location, m.operator, kgs, m.epoch, m.attempt)
         return True
@@ -291,7 +291,7 @@ class CheckpointStore:
         state whose format no code here declares are carried as they are, unread)."""
         _check_header(manifest, read_states=False)
         _check_types(manifest)
-        reader = SnapshotReader(self.storage, manifest)
+        reader = CheckpointSnapshotReader(self.storage, manifest)
         if manifest.kind == LOGICAL:
             return decode(reader.read(manifest.files_with_role("logical")[0]))
         cls = backend_class(manifest.backend)

@@ -1,4 +1,4 @@
-"""The checkpoint store's SnapshotWriter and SnapshotReader (``statekit.snapshots``' interfaces):
+"""The checkpoint store's CheckpointSnapshotWriter and CheckpointSnapshotReader (``statekit.snapshots``' interfaces):
 files of one snapshot on a ``Storage``, with size and sha256 checked on the way back.
 
 Private files are named by the attempt (``<attempt>-<name>``) so concurrent attempts never collide;
@@ -31,7 +31,7 @@ def file_sha256(local_path: str) -> str:
     return h.hexdigest()
 
 
-class SnapshotWriter(snapshots.SnapshotWriter):
+class CheckpointSnapshotWriter(snapshots.SnapshotWriter):
     """Writes the files of one snapshot attempt and remembers them (in order) for the manifest."""
 
     def __init__(self, storage: "Storage", operator: str, key_groups: range, epoch: int, attempt: str,
@@ -94,7 +94,7 @@ class SnapshotWriter(snapshots.SnapshotWriter):
         return self._add(entry, 0)
 
 
-class SnapshotReader(snapshots.SnapshotReader):
+class CheckpointSnapshotReader(snapshots.SnapshotReader):
     """Reads the files of one committed manifest, verifying size and sha256 of each."""
 
     def __init__(self, storage: "Storage", manifest: Manifest) -> None:

@@ -13,7 +13,7 @@ from ..spark.columns import check_columns
 from ..spark.errors import InputError
 from ..spark.files import FORMATS
 from ..spark.java import find_java
-from ..spark.sink import check_output_is_own
+from ..spark.output_dir import check_output_is_own
 from .aggregates import parse_aggs
 
 _SAMPLE_BYTES = 1 << 20

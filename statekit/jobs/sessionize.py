@@ -22,6 +22,7 @@ from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.sinks import DeltaSink
 from .aggregates import RowAggregate, parse_aggs
+from .preflight import session_gap_ms
 
 DEFAULT_STATE_LAYOUT = "table"
 """The layout of a new checkpoint's sessions: every key's sessions as columns (``operators.session_table``)."""
@@ -95,12 +96,8 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
         raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
     if output_format == "delta" and sink is not None:
         raise ValueError("output_format='delta' is a sink already: pass one of them")
-    gap_ms = to_millis(gap, "--gap")
-    if gap_ms <= 0:
-        raise ValueError(f"--gap must be positive, got {gap!r}")
+    gap_ms = session_gap_ms(gap)
     delay_ms = to_millis(watermark_delay, "--watermark-delay")
-    if mode not in ("stream", "batch"):
-        raise ValueError(f"--mode must be stream or batch, got {mode!r}")
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     parsed = parse_aggs(aggs)

@@ -12,9 +12,9 @@ from .java import find_java
 from .plan import LATE_TAG, Fault
 from .runtime import warm_up_workers
 from .session import DEFAULT_MASTER, spark_session
-from .sink import METRICS_FILE, OutputDir
+from .output_dir import METRICS_FILE, OutputDir
 from .sinks import DeltaSink, EpochSink, FunctionSink
-from .state import read_state_df
+from .read_state import read_state_df
 
 __all__ = ["DEFAULT_MASTER", "EpochLog", "EpochRecord", "FAULT_ENV", "Fault", "InjectedFault", "InputError",
            "DeltaSink", "EpochSink", "FunctionSink", "JavaNotFoundError", "LATE_TAG", "METRICS_FILE", "OutputDir", "RunSummary", "StopRequested", "find_java",

@@ -28,7 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
 
 from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupported, JobRecord
-from ..config import StateConfig
+from ..config import DEFAULT_JOB_BACKEND, StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
 from ..operators import KeyedOperator, state_layout_of
@@ -38,12 +38,12 @@ from .epochs import EpochLog, EpochRecord
 from .errors import InputError, StopRequested, task_failure
 from .event_time import MILLIS, TimeSpec
 from .interrupts import CtrlC
-from .plan import EpochPlan, Fault, JobPlan
+from .plan import INVALID_TAG, LATE_TAG, EpochPlan, Fault, JobPlan
 from .records import ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
 from .schemas import arrow_schema
 from .runtime import application_secret, warm_up_workers
-from .sink import OutputDir, check_output_is_own
+from .output_dir import OUTPUTS, OutputDir, check_output_is_own
 from .sinks import EpochSink, as_sink
 from .spark_logs import SparkLogSilence
 from .tasks import run_partition
@@ -98,7 +98,7 @@ def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -
     ``host_idle_timeout``, ``state_hosts``...)."""
     settings = _spark_settings(spark)
     job = {k: settings.pop(k) for k in _JOB_KEYS if k in settings}
-    data: dict[str, Any] = {"backend": "rocksdb", **settings}
+    data: dict[str, Any] = {"backend": DEFAULT_JOB_BACKEND, **settings}
     if config is not None:
         data.update(config.to_dict() if isinstance(config, StateConfig) else dict(config))
     return StateConfig.from_dict(data), job
@@ -185,12 +185,13 @@ class EpochRunner:
         stats = sorted((json.loads(r[0]) for r in rows), key=itemgetter("partition"))
         sink = job.sink
         self._fence()
-        for tag, sub in (("r", ""), ("l", "_late/"), ("i", "_invalid/")):
+        for tag, sub in OUTPUTS.items():
             sink.publish(epoch, {s["partition"]: s["files"][tag] for s in stats if tag in s["files"]}, sub)
         sink.drop_staging(epoch)
         if self.sink is not None:  # before the epoch commits: a replay writes the same rows again (foreachBatch)
-            for tag, sub, schema, struct in (("late", "_late/", job.late_schema, self.late_struct),
-                                             ("invalid", "_invalid/", job.invalid_schema, self.invalid_struct)):
+            for tag, schema, struct in ((LATE_TAG, job.late_schema, self.late_struct),
+                                        (INVALID_TAG, job.invalid_schema, self.invalid_struct)):
+                sub = OUTPUTS[tag]
                 side = sink.read(epoch, schema, sub).to_pandas()
                 self.sink.write_side(tag, self.spark.createDataFrame(side, schema=struct), epoch)
             rows = sink.read(epoch, job.result_schema).to_pandas()
@@ -207,7 +208,7 @@ class EpochRunner:
             "time_limit": limit, "partitions": job.partitions, "records_in": total("records") + total("invalid"),
             "records": total("records"), "results": total("results"), "late": total("late"),
             "invalid": total("invalid"), "future": total("future"), "state_entries": total("state_entries"),
-            "invalid_reasons": sink.reasons(epoch, "_invalid/") if total("invalid") else {},  # kind -> rows
+            "invalid_reasons": sink.reasons(epoch, OUTPUTS[INVALID_TAG]) if total("invalid") else {},  # kind -> rows
             "snapshot_bytes": total("snapshot_bytes"), "state_migrated": total("migrated"),
             **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "setup_seconds", "restore_seconds", "process_seconds")},
             "fast_path_partitions": sum(1 for s in stats if s["fast_path"]),

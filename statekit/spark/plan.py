@@ -93,4 +93,3 @@ class EpochPlan:
     watermark: int | None
     inputs: int = 0
     final: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)

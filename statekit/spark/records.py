@@ -9,36 +9,24 @@ fall back to per-row Python for other key types and for the reasons of invalid r
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from ..errors import SerializationError
+from ..key_identity import key_problem
 from ..keygroups import fmix32, key_group_for, key_groups_and_bytes, partition_for_key_group
+from ..operators import MAX_EVENT_TIMESTAMP
 from .event_time import MILLIS, OUT_OF_RANGE, TimeSpec
 from .runtime import start_task
 
-TIME_BOUND = 1 << 62  # event times stay well inside int64, so window ends and timers never overflow
+TIME_BOUND = MAX_EVENT_TIMESTAMP  # the operators' bound: window ends and timers never overflow int64
 TS, PART, ROUTE, SEQ, WHY, MARK = "_ts", "_p", "_r", "_seq", "_why", "_m"
 ROUTING_COLUMNS = ((TS, "long"), (PART, "int"), (ROUTE, "int"), (SEQ, "long"), (WHY, "string"), (MARK, "int"))
 """Added to each row: event time (ms), partition, its routing value for Spark's hash partitioner,
 a replay-stable sequence number, why the row is invalid (null: valid), and the end-of-split marker."""
 FUTURE_REASON = "time ahead of the clock"
-
-
-def key_problem(key: Any) -> str | None:
-    """Why ``key`` cannot be a state key (None: it can)."""
-    if key is None:
-        return "null key"
-    if isinstance(key, float) and math.isnan(key):
-        return "NaN key"
-    try:
-        hash(key)
-    except TypeError:
-        return "unhashable key"
-    return None
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from ..keygroups import key_groups_for_partition
 from ..timers import MIN_TIMESTAMP
 from .epochs import DRIVER_DIR, EpochLog, EpochRecord
 from .plan import JobPlan
-from .sink import METRICS_FILE, OutputDir
-from .spark_checkpoint import COMMITS, OFFSETS, SparkCheckpoint
+from .output_dir import METRICS_FILE, OutputDir
+from .spark_checkpoint import COMMITS, SparkCheckpoint
 
 ROLLBACK_MARK = "_rollback.json"
 """Written at a checkpoint while a rollback runs (``rollback``), removed when it is done."""
@@ -190,10 +190,10 @@ def _check_spark(log: EpochLog, output: OutputDir, manifests: Manifests, last: E
             f"{output.path}/{METRICS_FILE} are both lost, and a run would skip the input of batches {batch + 1} to "
             f"{committed[-1]} as consumed. Ways out: {_rollback_way(checkpoint, points)}, so that Spark reads the "
             f"batches after it again; or put the lost files back from a backup")
-    if batch >= 0 and batch not in spark.batches(OFFSETS):
+    if (held := spark.lacks(batch)) is not None:
         raise EpochMismatchError(
             f"checkpoint {checkpoint}: epoch {last.epoch} consumed Spark batch {batch}, but Spark's checkpoint "
-            f"{spark.location} holds no such batch (offsets {spark.batches(OFFSETS)[-3:] or 'none'}): it was deleted "
+            f"{spark.location} holds no such batch ({held}): it was deleted "
             f"or is another one, and a run would skip input as consumed. Ways out: run with the Spark checkpoint this "
             f"checkpoint was run with (--spark-checkpoint); or start over with a new checkpoint and output")
 

@@ -26,8 +26,8 @@ from ..checkpoint.manifest import MANIFEST_NAME, parse_epoch
 from ..keygroups import DEFAULT_MAX_PARALLELISM
 from .epochs import DRIVER_DIR, EpochLog
 from .recovery import ROLLBACK_MARK, Manifests, record_of, recorded_max_parallelism
-from .sink import METRICS_FILE, STAGING, OutputDir
-from .spark_checkpoint import OFFSETS, Rewound, SparkCheckpoint
+from .output_dir import METRICS_FILE, SIDE_OUTPUTS, STAGING, OutputDir
+from .spark_checkpoint import Rewound, SparkCheckpoint
 
 _INTENT = re.compile(r"^intent=(\d+)\.json$")
 _log = logging.getLogger("statekit")
@@ -109,10 +109,10 @@ def _rollback(checkpoint: str, epoch: int, job: dict, output: OutputDir, locatio
     except CheckpointError as e:
         raise CheckpointError(f"Spark's checkpoint {location} cannot be rewound from here ({e}); pass "
                               f"--spark-checkpoint with a location pyarrow can write") from None
-    if batch >= 0 and batch not in spark.batches(OFFSETS):
+    if (held := spark.lacks(batch)) is not None:
         raise NoCheckpointError(
             f"checkpoint {checkpoint}: epoch {epoch} ends at Spark batch {batch}, which Spark's checkpoint {location} "
-            f"no longer holds (offsets {spark.batches(OFFSETS)[-3:] or 'none'}; Spark keeps the last "
+            f"no longer holds ({held}; Spark keeps the last "
             f"spark.sql.streaming.minBatchesToRetain): pass the job's Spark checkpoint with --spark-checkpoint, or "
             f"roll back to a later epoch")
     store.storage.commit(ROLLBACK_MARK, json.dumps({"to_epoch": epoch}).encode(), f"_tmp-{ROLLBACK_MARK}")
@@ -137,7 +137,7 @@ def _forget_output(output: OutputDir, epoch: int) -> tuple[int, int]:
     """Delete the output's epoch directories (results, side outputs, staging) and metrics lines after ``epoch``;
     how many of each."""
     dirs = 0
-    for sub in ("", "_late", "_invalid", STAGING):
+    for sub in ("", *SIDE_OUTPUTS, STAGING):
         for name in output.storage.list_dirs(sub):
             e = parse_epoch(name)
             if e is not None and e > epoch:

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import create_backend
+from ..keyed_backend import create_backend
 from ..checkpoint import CheckpointStore, fence
 from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
@@ -36,7 +36,7 @@ from .runtime import release_free_memory
 
 
 @dataclass
-class Slot:
+class OpenOperator:
     """An open operator on its backend, at committed epoch ``epoch``."""
 
     backend: Any
@@ -79,7 +79,7 @@ class Commit:
     state_entries: int
 
 
-_SLOTS: "OrderedDict[tuple, Slot]" = OrderedDict()
+_SLOTS: "OrderedDict[tuple, OpenOperator]" = OrderedDict()
 
 
 def _cache_key(job: JobPlan, store: CheckpointStore, kgs: range) -> tuple:
@@ -95,15 +95,15 @@ def _local_config(job: JobPlan, kgs: range) -> StateConfig:
     return config.with_options(local_dir=os.path.join(config.local_dir, name))
 
 
-def _open(op: KeyedOperator, backend: Any, metadata: list[dict]) -> Slot:
+def _open(op: KeyedOperator, backend: Any, metadata: list[dict]) -> OpenOperator:
     out = Output()
     op.open(backend, out)
     if metadata:
         op.restore_metadata(metadata[0]["operator"])
-    return Slot(backend, op, out, None)
+    return OpenOperator(backend, op, out, None)
 
 
-def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) -> tuple[Slot, bool, bool]:
+def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) -> tuple[OpenOperator, bool, bool]:
     """The slot to run ``epoch`` on; whether it came from the cache as it was (fast path); whether the
     process's backend of an earlier epoch was brought forward in place (caught up) under a new operator."""
     kept = _SLOTS.pop(_cache_key(job, store, kgs), None)
@@ -124,7 +124,7 @@ def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) 
     return _open(op if op is not None else job.operator_factory(), r.backend, r.metadata), False, r.caught_up
 
 
-def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: Slot) -> None:
+def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: OpenOperator) -> None:
     """Keep ``slot`` for the next epoch; the least recently used slots beyond the bound are closed."""
     _SLOTS[_cache_key(job, store, kgs)] = slot
     while len(_SLOTS) > job.slots_kept():
@@ -150,7 +150,7 @@ class LocalRun:
         self.job, self.epoch = job, epoch
         self.kgs = key_groups_for_partition(index, job.partitions, job.max_parallelism)
         self.store = CheckpointStore(job.checkpoint, retain=job.retain, key=job.checkpoint_key)
-        self.slot: Slot | None = None
+        self.slot: OpenOperator | None = None
 
     def process(self, valid: Any) -> Processed:
         """Run the operator over ``valid`` (the partition's records in replay-stable order) and the
@@ -186,8 +186,7 @@ class LocalRun:
         release_free_memory()  # nor the snapshot's pages on the epoch's fires and outputs
         fence(self.store.storage, self.job.lease_token, self.job.checkpoint)  # a run that lost its lease commits nothing
         committed = self.store.commit(self.job.operator_id, self.epoch.epoch, slot.backend,
-                                      metadata={"operator": slot.operator.snapshot_metadata(), "max_ts": max_ts,
-                                                **self.epoch.extra})
+                                      metadata={"operator": slot.operator.snapshot_metadata(), "max_ts": max_ts})
         slot.epoch, self.slot = self.epoch.epoch, None
         if self.epoch.final:
             slot.close()

@@ -59,6 +59,12 @@ class SparkCheckpoint:
         """The batch ids in ``offsets`` or ``commits``, ascending."""
         return sorted(int(n) for n in self._names(log) if n.isdigit())
 
+    def lacks(self, batch: int) -> str | None:
+        """None when ``offsets`` holds ``batch`` (or it is -1: no batch yet), else the newest batches it holds, to
+        name in an error."""
+        held = self.batches(OFFSETS)
+        return None if batch < 0 or batch in held else f"offsets {held[-3:] or 'none'}"
+
     def source_offsets(self, batch: int) -> dict[int, int]:
         """For each file source of ``offsets/<batch>`` (by its index), the last of its own batches it read
         (-1: none yet); sources of other kinds are left out."""

@@ -19,9 +19,10 @@ from typing import Any, Iterable, Iterator
 from ..checkpoint import Storage
 from ..operators import gc_paused
 from .errors import InjectedFault
-from .plan import EpochPlan, JobPlan
+from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 from .runtime import executor_pid, open_run, task_scope
+from .output_dir import RESULTS
 from .slots import LocalRun
 
 
@@ -95,14 +96,14 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
         run.abort()
         raise
     _maybe_fail(job, epoch.epoch, index, "after-commit")
-    tables = {"r": done.results}
+    tables = {RESULTS: done.results}
     if done.late is not None:
-        tables["l"] = done.late
+        tables[LATE_TAG] = done.late
     if invalid.num_rows or done.refused is not None:
         parts = [invalid.select([*job.columns, WHY]).rename_columns(job.invalid_schema.names).cast(job.invalid_schema)]
         if done.refused is not None:
             parts.append(done.refused)
-        tables["i"] = pa.concat_tables(parts)
+        tables[INVALID_TAG] = pa.concat_tables(parts)
     refused = 0 if done.refused is None else done.refused.num_rows
     attempt = f"p{index:05d}-{uuid.uuid4().hex[:12]}"
     files = {tag: job.sink.stage(epoch.epoch, f"{tag}-{attempt}", table) for tag, table in tables.items()}

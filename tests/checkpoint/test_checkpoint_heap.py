@@ -127,7 +127,7 @@ def test_full_snapshots_of_the_entry_layout_still_restore(tmp_path, monkeypatch)
     whose full snapshot has the earlier layout (entries with key groups, timer lists) restores, every state
     kind and both timer domains included, and the next epoch is a full snapshot of today's layout."""
     from statekit.backends.heap import HeapSnapshots
-    from statekit.checkpoint.transfer import SnapshotReader
+    from statekit.checkpoint.transfer import CheckpointSnapshotReader
     from statekit.payload import decode
     from tests.checkpoint_support import edit_manifest
 
@@ -150,7 +150,7 @@ def test_full_snapshots_of_the_entry_layout_still_restore(tmp_path, monkeypatch)
         r = store.restore("op", HEAP, ALL, epoch=epoch)
         assert normalized(r.backend) == committed[epoch]
         r.backend.close()
-    legacy_full = decode(SnapshotReader(store.storage, legacy).read(legacy.files_with_role("full")[0]))
+    legacy_full = decode(CheckpointSnapshotReader(store.storage, legacy).read(legacy.files_with_role("full")[0]))
     assert "layout" not in legacy_full and new.header.version >= 1
 
 

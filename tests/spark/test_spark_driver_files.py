@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from statekit.spark.epochs import EpochLog, EpochRecord
-from statekit.spark.sink import STAGING, OutputDir
+from statekit.spark.output_dir import STAGING, OutputDir
 
 
 def table(*values: int) -> pa.Table:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from statekit.keygroups import key_group_for, partition_for_key_group
-from statekit.spark.records import TIME_BOUND, Router, routing_values, spark_hash_partition
+from statekit.spark.records import Router, routing_values, spark_hash_partition
 
 pytestmark = pytest.mark.spark
 MAX_PAR = 128

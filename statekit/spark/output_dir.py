@@ -15,6 +15,7 @@ from typing import Any
 from ..checkpoint import Storage
 from ..checkpoint.manifest import parse_epoch
 from .errors import InputError
+from .plan import INVALID_TAG, LATE_TAG
 
 METRICS_FILE = "_metrics.jsonl"
 STAGING = "_staging"
@@ -113,7 +114,11 @@ def reason_kind(reason: str | None) -> str:
 
 DEFAULT_CHECKPOINT = "_checkpoint"
 """The checkpoint's place below the output when none is given (``run_keyed``)."""
-SIDE_OUTPUTS = ("_late", "_invalid")
+RESULTS = "results"
+OUTPUTS = {RESULTS: "", LATE_TAG: "_late/", INVALID_TAG: "_invalid/"}
+"""What an epoch publishes, by tag (results and the operators' side outputs), and the prefix of its epoch
+directories below the output."""
+SIDE_OUTPUTS = tuple(sub.rstrip("/") for sub in OUTPUTS.values() if sub)
 
 
 def check_output_is_own(path: str, checkpoint: str | None = None) -> None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from .config import OptionSpec, StateConfig
 from .descriptors import StateDescriptor
 from .errors import InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError, StateDescriptorError, StateError
-from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity
+from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity, key_problem
 from .key_columns import serialized_keys, stable_hashes_of
 from .keygroups import key_group_for_bytes, key_groups_and_bytes, key_groups_for_bytes
 from .migration import cell_migration
@@ -143,8 +143,9 @@ class KeyedStateBackend(ABC):
 
     def _resolve_key(self, key: Any, ident: Any) -> tuple[int, bytes, tuple, type]:
         """The cache entry of a new key (see ``_key_entry``), checked."""
-        if key is None or key != key:
-            raise InvalidKeyError(f"key {key!r} cannot be used for keyed state (None and NaN keys are invalid)")
+        problem = key_problem(key)
+        if problem is not None:
+            raise InvalidKeyError(f"key {key!r} cannot be used for keyed state: {problem}")
         try:
             kb = KEY_SERIALIZER.dumps(key)
         except SerializationError as e:
