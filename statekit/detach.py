@@ -12,14 +12,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-_SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None)))
+IMMUTABLE_SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None)))
+"""Types whose values ``detached`` hands out as they are: per-record paths test for them inline and call
+``detached`` for anything else."""
 
 
 def is_immutable(value: Any) -> bool:
     """True for values that can be shared safely."""
-    if type(value) in _SCALARS:
+    if type(value) in IMMUTABLE_SCALARS:
         return True
-    if type(value) is tuple and _SCALARS.issuperset(map(type, value)):  # a row of scalars, checked in C
+    if type(value) is tuple and IMMUTABLE_SCALARS.issuperset(map(type, value)):  # a row of scalars, checked in C
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(is_immutable(v) for v in value)
@@ -28,6 +30,6 @@ def is_immutable(value: Any) -> bool:
 
 def detached(value: Any) -> Any:
     """``value`` itself when immutable, else a deep copy."""
-    if type(value) in _SCALARS or is_immutable(value):
+    if type(value) in IMMUTABLE_SCALARS or is_immutable(value):
         return value
     return copy.deepcopy(value)

@@ -95,9 +95,12 @@ class KeyedStateBackend(ABC):
         self.key_groups = _as_range(key_groups, config.max_parallelism)
         self.time_provider = time_provider
         self._key: Any = NO_KEY
-        self._kg = -1
-        self._kb = b""
+        self._entry: tuple[int, bytes, tuple, type] | None = None
+        """The current key's cache entry (see ``_key_entry``) once asked for; None until then."""
         self._key_cache: dict[Any, tuple[int, bytes, tuple, type]] = {}
+        self._void_cks: dict[Any, tuple] = {}
+        """The void-namespace cell key of each cached plain key (the cache's keys that are their own identity):
+        what ``set_current_key`` reads, one lookup giving one object; evicted with the key cache."""
         self._states: dict[str, InternalKeyedState] = {}
         self._descriptors: dict[str, StateDescriptor] = {}
         self._key_setters: list[Callable[[Any, int, bytes], None]] = []
@@ -111,24 +114,41 @@ class KeyedStateBackend(ABC):
 
     # -- current key ---------------------------------------------------------------------------
     def set_current_key(self, key: Any) -> None:
-        """Scope all states and timer registrations to ``key``."""
+        """Scope all states and timer registrations to ``key``. One lookup per key: of its whole cache entry
+        when a state takes the key group and bytes (``_set_key``), else of its void-namespace cell key alone."""
+        setters = self._key_setters
         try:
-            kg, kb, void_ck, key_type = self._key_cache[key]
-            if key_type is not type(key):  # 1.0 or True met 1's entry: look up by identity
-                kg, kb, void_ck, _ = self._key_entry(key)
-        except KeyError:
-            kg, kb, void_ck, _ = self._key_entry(key)
+            if setters:
+                entry = self._key_cache[key]
+                if entry[3] is not type(key):  # 1.0 or True met 1's entry: look up by identity
+                    entry = self._key_entry(key)
+                void_ck = entry[2]
+            else:
+                entry = None  # looked up when asked for (``_current_entry``)
+                void_ck = self._void_cks[key]
+                if type(void_ck[0]) is not type(key):  # as above
+                    entry = self._key_entry(key)
+                    void_ck = entry[2]
+        except KeyError:  # not cached, or not a plain key
+            entry = self._key_entry(key)
+            void_ck = entry[2]
         except TypeError:
             raise _unhashable(key) from None
         self._key = key
-        self._kg = kg
-        self._kb = kb
-        ident = void_ck[0]
+        self._entry = entry
         for st in self._tuple_scoped:
             ns = st._ns
-            st._ck = void_ck if ns is None else (ident, ns)
-        for set_key in self._key_setters:
-            set_key(key, kg, kb)
+            st._ck = void_ck if ns is None else (void_ck[0], ns)
+        for set_key in setters:
+            set_key(key, entry[0], entry[1])
+
+    def _current_entry(self) -> tuple[int, bytes, tuple, type]:
+        """The current key's cache entry (its key group and bytes), looked up at most once per key; raises
+        NoCurrentKeyError without a current key."""
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = self._key_entry(self.get_current_key())
+        return entry
 
     def _key_entry(self, key: Any) -> tuple[int, bytes, tuple, type]:
         """``(key group, serialized key, (identity, None), type)`` of ``key``, cached under its
@@ -161,11 +181,13 @@ class KeyedStateBackend(ABC):
     def _remember(self, entries: dict) -> None:
         """Cache key entries; past the limit the oldest go first (FIFO: dicts keep insertion order), a
         quarter of the limit at a time, instead of starting cold."""
-        cache = self._key_cache
+        cache, void_cks = self._key_cache, self._void_cks
         cache.update(entries)
+        void_cks.update((ident, entry[2]) for ident, entry in entries.items() if type(ident) in _PLAIN_KEYS)
         if len(cache) > _KEY_CACHE_LIMIT:
             for old in list(islice(cache, len(cache) - _KEY_CACHE_LIMIT + _KEY_CACHE_LIMIT // 4)):
                 del cache[old]
+                void_cks.pop(old, None)
 
     def _plain_scopes(self, keys: Sequence[Any]) -> tuple[np.ndarray, list[bytes]] | None:
         """Key groups and bytes of str, int or bytes keys (their own identities): serialized one by one in
@@ -269,11 +291,13 @@ class KeyedStateBackend(ABC):
 
     @property
     def current_key_group(self) -> int:
-        return self._kg
+        """The current key's key group; -1 without a current key."""
+        return -1 if self._key is NO_KEY else self._current_entry()[0]
 
     def current_key_scope(self) -> tuple[Any, int, bytes]:
         """The current key, its key group and its serialized bytes (raises NoCurrentKeyError without a key)."""
-        return self.get_current_key(), self._kg, self._kb
+        entry = self._current_entry()
+        return self._key, entry[0], entry[1]
 
     def key_group_of(self, key: Any) -> int:
         """Key group of ``key`` (cached like ``set_current_key``; does not check the range)."""
@@ -321,7 +345,8 @@ class KeyedStateBackend(ABC):
         else:
             self._key_setters.append(st._set_key)
         if self._key is not NO_KEY:
-            st._set_key(self._key, self._kg, self._kb)
+            entry = self._current_entry()
+            st._set_key(self._key, entry[0], entry[1])
         pending = self._pending.pop(name, None)
         if pending is not None:
             self._import_pending(name, descriptor, st, pending)

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from statekit import PLAIN_KEY_TYPES, key_identity, detached, AggregatingState, ReducingState, ValueState, ResolvedKey
 from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, ReducingCellRules
+from statekit.detach import IMMUTABLE_SCALARS
 
 from .state import _INT_MAX, _INT_MIN, HeapMergingState, HeapState
 
@@ -18,11 +19,16 @@ class HeapCellState(HeapState, CellRules):
 
 
 class HeapValueState(HeapCellState, ValueState):
-    __slots__ = ("_default",)
+    """Without TTL, ``value`` and ``update`` of an immutable scalar reach the dict in their own frame (a
+    per-record path); anything else goes through ``detached`` and ``update_internal``."""
+
+    __slots__ = ("_default", "_direct")
 
     def __init__(self, backend, descriptor, validate):
         super().__init__(backend, descriptor, validate)
         self._default = descriptor.default
+        self._direct = self._trusted if self._ttl is None else frozenset()
+        """Types ``update`` stores as they are: immutable, needing no check, and only without TTL."""
 
     def get_internal(self) -> Any:
         if self._ttl is None:
@@ -30,9 +36,18 @@ class HeapValueState(HeapCellState, ValueState):
         return self._visible(self._ck, self._default)
 
     def value(self) -> Any:
-        return detached(self.get_internal())
+        if self._ttl is None:
+            value = self._table.get(self._ck, self._default)
+            return value if type(value) in IMMUTABLE_SCALARS else detached(value)
+        return detached(self._visible(self._ck, self._default))
 
     def update(self, value: Any) -> None:
+        t = type(value)
+        if t in self._direct and (t is not int or _INT_MIN <= value <= _INT_MAX):
+            ck = self._ck
+            self._table[ck] = value
+            self._dirty.add(ck)
+            return
         self.update_internal(detached(value))
 
     def update_internal(self, value: Any) -> None:

@@ -18,7 +18,9 @@ from statekit import key_identity, key_of_identity, KeyedStateBackend, InternalK
 
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 _MSGPACK_TRUSTED = frozenset((int, str, float, bool, bytes))
-"""Types msgpack always encodes (ints only within 64 bits), checked inline on the per-record write paths."""
+"""Types msgpack always encodes (ints only within 64 bits), checked inline on the per-record write paths:
+values of these types are written without calling the check (a state's ``_trusted``), and so are they
+when writes are not checked at all."""
 
 
 def _noop(value: Any) -> None:
@@ -47,7 +49,7 @@ class HeapState(InternalKeyedState, InternalKvState):
         self._cursor: list[tuple] = []
         ser = descriptor.serializer
         msgpack_checked = validate and type(ser) is MsgpackSerializer
-        self._trusted = _MSGPACK_TRUSTED if msgpack_checked else frozenset()
+        self._trusted = _MSGPACK_TRUSTED if msgpack_checked or not validate else frozenset()
         if not validate:
             self._check = _noop
         elif msgpack_checked:
