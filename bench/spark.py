@@ -12,6 +12,12 @@ ended (so the check is not in the run's peak RSS). A Spark baseline still runnin
 is stopped and rated on the micro-batches it finished (so the full run stays well under an hour); its
 sessions are then not compared.
 
+On Spark Connect (``--remote``): the same runs, each on a Connect session. ``--remote local[2]`` starts
+a Connect server in each run's process (its JVM and Python workers are then in the sampled process tree,
+as for a classic run); ``--remote sc://host:port`` connects to a running server, whose memory is not
+sampled. The server's Python workers need statekit: a server started elsewhere needs ``PYSPARK_PYTHON``
+set to an interpreter that has it.
+
 Closing the last sessions: statekit runs ``--final`` (a last epoch with the maximum watermark).
 Spark's streaming operators have no such end-of-input flush, so their input gets one extra file
 holding a single sentinel event far in the future: its batch moves the watermark past every
@@ -40,8 +46,8 @@ DELAY_MS = 10_000
 SENTINEL = "__end_of_input__"
 STATEKIT = {"heap": "statekit heap", "rocksdb": "statekit rocksdb"}
 NATIVE, TWS = "spark session_window", "transformWithStateInPandas"
-GOALS = {(NATIVE, "default"): 1.0, (NATIVE, "medium"): 1.2, (NATIVE, "large"): 1.2,
-         (TWS, "default"): 10.0, (TWS, "medium"): 10.0, (TWS, "large"): 10.0}
+GOALS = {(NATIVE, "small"): 1.0, (NATIVE, "default"): 1.0, (NATIVE, "medium"): 1.2, (NATIVE, "large"): 1.2,
+         (TWS, "small"): 10.0, (TWS, "default"): 10.0, (TWS, "medium"): 10.0, (TWS, "large"): 10.0}
 """statekit's speedup goals over each Spark baseline per scale, for both backends (issue 13; TWS: issue 6)."""
 ROLES = {JVM: "driver JVM", WORKERS: "Python workers", HOSTS: "state hosts", PYTHON: "driver Python"}
 COLUMNS = ("user_id", "window_start", "window_end", "sum_value", "count")
@@ -49,15 +55,20 @@ BUDGET_S = 300
 """A Spark baseline query still running after this long is stopped and rated on the batches it finished."""
 
 
-def _spark() -> Any:
-    """The same SparkSession settings for every run."""
+SETTINGS = {
+    "spark.sql.shuffle.partitions": PARTITIONS,
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+"""Spark settings of every run, classic or Connect (runtime settings: a Connect client can set them)."""
+
+
+def _spark(remote: str | None = None) -> Any:
+    """The same session settings for every run: a classic session on ``MASTER``, or with ``remote`` a Spark
+    Connect session (``sc://host:port``, or ``local[2]``: a Connect server started in this process)."""
     from statekit.spark import spark_session
 
-    return spark_session(MASTER, {
-        "spark.sql.shuffle.partitions": PARTITIONS,
-        "spark.sql.streaming.stateStore.providerClass":
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    }, app_name="statekit bench")
+    return spark_session(None if remote else MASTER, SETTINGS, app_name="statekit bench", remote=remote)
 
 
 def _sessions(path: str) -> list[tuple]:
@@ -71,11 +82,12 @@ def _sessions(path: str) -> list[tuple]:
     return sorted(row for row in zip(*(table.column(c).to_pylist() for c in COLUMNS)) if row[0] != SENTINEL)
 
 
-def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = DEFAULT_STATE_LAYOUT) -> dict:
+def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = DEFAULT_STATE_LAYOUT,
+                 remote: str | None = None) -> dict:
     """``statekit sessionize`` through its Python API, stream mode, ``--final``."""
     from statekit.jobs import sessionize
 
-    spark = _spark()
+    spark = _spark(remote)
     summary, seconds = timed(lambda: sessionize(
         spark, input=input_dir, output=f"{work}/out", key="user_id", time="ts_ms", gap=GAP_MS,
         watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=backend, partitions=PARTITIONS,
@@ -127,11 +139,11 @@ def _run_query(spark: Any, df: Any, work: str, budget_s: float) -> dict:
     return out
 
 
-def run_native(input_dir: str, work: str, budget_s: float) -> dict:
+def run_native(input_dir: str, work: str, budget_s: float, remote: str | None = None) -> dict:
     """Spark's streaming ``session_window`` aggregation, append mode, RocksDB state store."""
     from pyspark.sql import functions as F
 
-    spark = _spark()
+    spark = _spark(remote)
     sessions = (_source(spark, input_dir).groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
                 .agg(F.sum("value").alias("sum_value"), F.count("*").alias("count"))
                 .select("user_id", F.unix_millis("session_window.start").alias("window_start"),
@@ -139,9 +151,9 @@ def run_native(input_dir: str, work: str, budget_s: float) -> dict:
     return _run_query(spark, sessions, work, budget_s)
 
 
-def run_tws(input_dir: str, work: str, budget_s: float) -> dict:
+def run_tws(input_dir: str, work: str, budget_s: float, remote: str | None = None) -> dict:
     """The same sessions with ``transformWithStateInPandas`` (event-time timers, RocksDB state store)."""
-    spark = _spark()
+    spark = _spark(remote)
     df = (_source(spark, input_dir).groupBy("user_id")
           .transformWithStateInPandas(statefulProcessor=session_processor()(GAP_MS),
                                       outputStructType=", ".join(f"{c} {'string' if c == 'user_id' else 'long'}"
@@ -253,21 +265,28 @@ def _java_version() -> str:
 
 
 SCALES = {
+    "small": {"events": 100_000, "users": [10_000], "files": 10, "tws": True},
     "default": {"events": 1_000_000, "users": [10_000, 100_000], "files": 10, "tws": True},
     "medium": {"events": 2_000_000, "users": [400_000], "files": 10, "tws": False},
     "large": {"events": 5_000_000, "users": [1_000_000], "files": 10, "tws": False},
 }
-"""Sizes of ``statekit bench spark`` (``--scale medium``/``large``: the large-state cases of issue 13,
-without the much slower transformWithStateInPandas); ``--quick`` shrinks any to a smoke run."""
+"""Sizes of ``statekit bench spark`` (``--scale small``: every variant in minutes, as for comparing classic and
+Connect sessions; ``--scale medium``/``large``: the large-state cases of issue 13, without the much slower
+transformWithStateInPandas); ``--quick`` shrinks any to a smoke run."""
 
 
-def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT_STATE_LAYOUT) -> BenchReport:
+def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT_STATE_LAYOUT,
+        remote: str | None = None) -> BenchReport:
+    """Every variant per user count; with ``remote`` on Spark Connect sessions (see the module's notes)."""
     size = SCALES[scale]
     n_events, files = (20_000, 3) if quick else (size["events"], size["files"])
     user_counts = [2_000] if quick else size["users"]
-    name = "-".join(["spark"] + ([scale] if scale != "default" else []) + ([state_layout] if state_layout != DEFAULT_STATE_LAYOUT else []))
-    rep = BenchReport(name, params={"state_layout": state_layout,
-        "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": MASTER, "partitions": PARTITIONS,
+    name = "-".join(["spark"] + ([scale] if scale != "default" else []) + ([state_layout] if state_layout != DEFAULT_STATE_LAYOUT else [])
+                    + (["connect"] if remote else []))
+    session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")
+               else " (a running server: its memory is not sampled)") if remote else "classic")
+    rep = BenchReport(name, params={"state_layout": state_layout, "session": session,
+        "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
         "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": "parquet",
         "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",
         "trigger": "availableNow, maxFilesPerTrigger=1", "spark_query_budget_s": BUDGET_S, "statekit": "sessionize --mode stream --final",
@@ -290,10 +309,10 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
             work.mkdir()
             if variant in (NATIVE, TWS):
                 fn = run_native if variant == NATIVE else run_tws
-                results[(users, variant)] = run_isolated(fn, sentinel_dir, str(work), BUDGET_S)
+                results[(users, variant)] = run_isolated(fn, sentinel_dir, str(work), BUDGET_S, remote)
             else:
                 backend = next(b for b, name in STATEKIT.items() if name == variant)
-                results[(users, variant)] = run_isolated(run_statekit, backend, plain_dir, str(work), state_layout)
+                results[(users, variant)] = run_isolated(run_statekit, backend, plain_dir, str(work), state_layout, remote)
             res = results[(users, variant)][0]
             if "output" in res:
                 res["sessions"] = _sessions(res.pop("output"))

@@ -63,7 +63,11 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
                         "cells: a stored value per key. Default: the checkpoint's layout, table for a new one")
     p.add_argument("--checkpoint", default=None, help="checkpoint path or URI (default <output>/_checkpoint)")
     p.add_argument("--partitions", type=int, default=None, help="state partitions (default: Spark's parallelism)")
-    p.add_argument("--master", default=None, help="Spark master (default local[*,4])")
+    spark = p.add_mutually_exclusive_group()
+    spark.add_argument("--master", default=None, help="Spark master (default local[*,4])")
+    spark.add_argument("--remote", default=None, metavar="URL",
+                       help="a Spark Connect session instead: sc://host:port, or local[N] for a server started here "
+                            "(default: pyspark's SPARK_REMOTE environment variable, if set)")
     p.add_argument("--format", dest="fmt", choices=["csv", "parquet", "json"], default=None,
                    help="input format (default: from the file extension)")
     p.add_argument("--mode", choices=["stream", "batch"], default="stream",
@@ -102,15 +106,19 @@ def run_sessionize(args: Any) -> int:
     from .jobs.preflight import preflight_sessionize
     from .spark import spark_session
     from .spark.interrupts import CtrlC
+    from .spark.session import remote_url, starts_jvm
+    from .spark.session_kind import job_canceller
 
     if not 0 <= args.max_invalid_fraction <= 1:
         raise ValueError(f"--max-invalid-fraction must be between 0 and 1, got {args.max_invalid_fraction}")
     conf = _conf(args.conf)
+    url = remote_url(args.master, args.remote)
     preflight_sessionize(input=args.input, output=args.output, key=args.key, time=args.time, aggs=args.agg or ["count"],
                          gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
-                         partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format)
-    spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose)
-    with CtrlC(None, spark.sparkContext.cancelAllJobs) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
+                         partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format,
+                         connect_server=not starts_jvm(url))
+    spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
+    with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
             bar.update(1)
             bar.set_postfix(epoch=m["epoch"], records=m["records_in"], sessions=m["results"], late=m["late"],

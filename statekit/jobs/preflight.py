@@ -1,7 +1,8 @@
 """Pre-flight of ``statekit sessionize``: the mistakes a run would otherwise meet only after Spark started
 (a bad flag or duration, no Java, a missing input, a wrong column, a time column of an unusable type, someone
 else's files in the output directory) found before the JVM starts, from the first input file's schema read with
-pyarrow, with the messages the run itself gives. Locations given as URIs (``s3://...``) are left to the run."""
+pyarrow, with the messages the run itself gives. Locations given as URIs (``s3://...``) are left to the run, and so
+is the input of a run on a Spark Connect server (``sc://``: it lists the input on its own side, and needs no Java here)."""
 
 from __future__ import annotations
 
@@ -112,13 +113,15 @@ def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[s
 
 def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
                          watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
-                         checkpoint: str | None, output_format: str) -> None:
+                         checkpoint: str | None, output_format: str, connect_server: bool = False) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
-    ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault."""
+    ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
+    ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``."""
     aggs = list(aggs)
     check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs)
-    find_java()  # what Spark needs first
-    if local(input):
+    if not connect_server:
+        find_java()  # what Spark needs first
+    if local(input) and not connect_server:
         required = [(key, "key"), (time, "time")]
         required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]
         check_input(input, fmt=fmt, time=time, required=required)

@@ -39,10 +39,12 @@ from .errors import InputError, StopRequested, task_failure
 from .event_time import MILLIS, TimeSpec
 from .interrupts import CtrlC
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, Fault, JobPlan
+from .connect_stream import LeaseToken, stream_on_server
 from .records import ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
 from .schemas import arrow_schema
-from .runtime import application_secret, warm_up_workers
+from .runtime import accelerator_off, application_secret, is_connect, warm_up_workers
+from .session_kind import application_id, default_parallelism, input_splits, job_canceller, master
 from .output_dir import OUTPUTS, OutputDir, check_output_is_own
 from .sinks import EpochSink, as_sink
 from .spark_logs import SparkLogSilence
@@ -110,7 +112,7 @@ def default_state_hosts(spark: Any, table: bool) -> int:
     per core (its Python work, record by record, is most of an epoch: hosts shared would hold it back)."""
     cores = spark.conf.get("spark.executor.cores", None)
     if cores is None:
-        cores = spark.sparkContext.defaultParallelism if spark.sparkContext.master.startswith("local[") else 1
+        cores = default_parallelism(spark) if master(spark).startswith("local[") else 1
     return max(1, int(cores) // (CORES_PER_TABLE_HOST if table else 1))
 
 
@@ -120,7 +122,7 @@ class EpochRunner:
     def __init__(self, spark: Any, job: JobPlan, delay_ms: int, input_schema: Any, log: EpochLog,
                  max_ahead_ms: int | None, max_ahead: str, progress: Callable[[dict], None] | None = None,
                  job_changes: list[str] | None = None, sink: EpochSink | None = None,
-                 structs: tuple[Any, Any, Any] = (None, None, None), lease: CheckpointLease | None = None,
+                 structs: tuple[Any, Any, Any] = (None, None, None), lease: CheckpointLease | LeaseToken | None = None,
                  time_spec: TimeSpec = TimeSpec()) -> None:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
@@ -134,12 +136,16 @@ class EpochRunner:
         self.result_struct, self.late_struct, self.invalid_struct = structs
         """Spark schemas of the results and the side outputs, for the DataFrames the sink gets."""
         self.lease = lease
-        """The checkpoint's lease: checked before an epoch is published and before it is recorded."""
+        """The checkpoint's lease (its token, in a Connect server's foreachBatch): checked before an epoch is
+        published and before it is recorded."""
         self.time_spec = time_spec
         """How the time column's values become event-time milliseconds (``event_time``)."""
         self.busy = threading.Lock()
         self.stop_requested = False
         self.quiet = SparkLogSilence(spark)
+        last = log.last()
+        self.resumed_after = None if last is None else last.epoch
+        """The epoch committed before this run (None: none): epochs after it are this run's."""
 
     def run(self, df: Any | None, batch_id: int | None = None, final: bool = False) -> dict[str, Any] | None:
         """Process one epoch (``df`` None: no records); None when it was committed before (a replay)."""
@@ -167,7 +173,7 @@ class EpochRunner:
         limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
         source = df if df is not None else _no_rows(self.spark, self.input_schema)
-        inputs = source.rdd.getNumPartitions()
+        inputs = input_splits(source)
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs, final)
         time_column = job.columns[1]
         router = Router(job.columns[0], time_column, job.partitions, job.max_parallelism, self.routing,
@@ -226,6 +232,26 @@ class EpochRunner:
             self.progress(metrics)
         return metrics
 
+    def follow_commits(self) -> None:
+        """Take in the epochs of this run another process committed (a Spark Connect server's foreachBatch): their
+        metrics join ``committed`` and go to ``progress``."""
+        last = self.log.last()
+        if last is None:
+            return
+        done = {m["epoch"] for m in self.committed}
+        after = -1 if self.resumed_after is None else self.resumed_after
+        for metrics in self.job.sink.metrics():
+            if after < metrics["epoch"] <= last.epoch and metrics["epoch"] not in done:
+                self.committed.append(metrics)
+                if self.progress is not None:
+                    self.progress(metrics)
+
+    def server_copy(self) -> Callable[[Any], "EpochRunner"]:
+        """A picklable maker of this runner in a Spark Connect server's foreachBatch process, given that process's
+        session: the same job and epochs, fenced by this run's lease token, reporting no progress."""
+        return partial(_runner_on_server, self.job, self.delay_ms, self.input_schema, self.max_ahead_ms,
+                       self.max_ahead, self.job_changes, self.sink,
+                       (self.result_struct, self.late_struct, self.invalid_struct), self.time_spec)
 
     def _fence(self) -> None:
         if self.lease is not None:
@@ -276,7 +302,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     ``spark_checkpoint``: where Spark's own streaming checkpoint goes (default ``spark.statekit.spark_checkpoint``,
     else ``<checkpoint>/_spark``), anywhere Hadoop can write; ``checkpoint`` and ``output`` are local paths
     or pyarrow URIs (``s3://``; ``s3a://`` and ``s3n://`` are the same store)."""
-    from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
+    from pyspark.sql.types import DataType, StringType, StructField, StructType
 
     spark = df.sparkSession
     warm_up_workers(spark)  # the workers start while the run is planned (once per application)
@@ -312,7 +338,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     checkpoint = checkpoint or settings.get("checkpoint") or output.rstrip("/") + "/_checkpoint"
     if "://" not in checkpoint:
         checkpoint = os.path.abspath(checkpoint)  # executors run in other working directories
-    partitions = int(partitions or settings.get("partitions") or spark.sparkContext.defaultParallelism)
+    partitions = int(partitions or settings.get("partitions") or default_parallelism(spark))
     check_parallelism(partitions, state_config.max_parallelism)
     fault = os.environ.get(FAULT_ENV)
     state_host = settings.get("state_host", "process")
@@ -331,7 +357,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     if not hosts.isdigit() or int(hosts) < 1:
         raise ValueError(f"spark.statekit.state_hosts={hosts!r}: expected a whole number >= 1 or 'auto'")
     if isinstance(result_schema, str):
-        result_schema = _parse_datatype_string(result_schema)
+        result_schema = DataType.fromDDL(result_schema)
     if not isinstance(result_schema, StructType):
         raise TypeError(f"result_schema must be a StructType or a DDL string, got {result_schema!r}")
     reason = StructField("reason", StringType(), True)
@@ -340,13 +366,14 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     check_output_is_own(output, checkpoint)  # before anything is written below it
     files = OutputDir(output)
     arrow = partial(arrow_schema, timezone=spark.conf.get("spark.sql.session.timeZone"))  # as Spark's batches have it
+    application = application_id(spark)
     job = JobPlan(operator_id, operator_factory, checkpoint, state_config.to_dict(), partitions,
                   state_config.max_parallelism, tuple(columns), tuple(row_columns),
                   arrow(routed_schema(selected.schema)), arrow(result_schema), arrow(late_schema), arrow(invalid_schema), files,
                   int(settings.get("retain", 3)), int(settings.get("cache_size", 8)), Fault.parse(fault) if fault else None,
-                  state_host, host_idle_ms / 1000, spark.conf.get("spark.app.id"), int(hosts),
+                  state_host, host_idle_ms / 1000, application, int(hosts),
                   checkpoint_key=settings.get("checkpoint_key", "").encode() or None,
-                  secret=application_secret(spark.conf.get("spark.app.id")))
+                  secret=application_secret(application))
     fields = {f.name: f.dataType.simpleString() for f in selected.schema.fields}
     description = {
         "operator_id": operator_id, "operator": probe.describe(), "statekit": _version(),
@@ -371,12 +398,14 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
                              epoch_sink, (result_schema, late_schema, invalid_schema), lease, time_spec)
         t0 = perf_counter()
-        with CtrlC(runner, spark.sparkContext.cancelAllJobs):
+        with CtrlC(runner, job_canceller(spark)):
             if mode == "batch":
                 try:
                     runner.run(selected)
                 except StopRequested:  # stopped before the epoch began: it is left whole for the next run
                     pass
+            elif is_connect(spark):
+                stream_on_server(selected, runner, runner.server_copy(), spark_checkpoint, trigger, trigger_interval)
             else:
                 _stream(selected, runner, spark_checkpoint, trigger, trigger_interval)
             if (final or mode == "batch") and not runner.stop_requested:  # stopped early: the rest is for the next run
@@ -384,6 +413,14 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         return RunSummary(files.path, checkpoint, runner.committed, round(perf_counter() - t0, 3), runner.stop_requested)
     finally:
         lease.release()
+
+
+def _runner_on_server(job: JobPlan, delay_ms: int, input_schema: Any, max_ahead_ms: int | None, max_ahead: str,
+                      job_changes: list[str], sink: EpochSink | None, structs: tuple[Any, Any, Any],
+                      time_spec: TimeSpec, spark: Any) -> EpochRunner:
+    """``EpochRunner.server_copy``'s runner, made in the server's process on ``spark``, its session there."""
+    return EpochRunner(spark, job, delay_ms, input_schema, EpochLog(job.checkpoint), max_ahead_ms, max_ahead, None,
+                       job_changes, sink, structs, LeaseToken(job.checkpoint, job.lease_token), time_spec)
 
 
 def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -> CheckpointLease:
@@ -402,11 +439,16 @@ def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -
 def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None) -> str:
     """Where Spark's own streaming checkpoint goes: ``spark_checkpoint``, else ``<checkpoint>/_spark``. It
     goes through Hadoop's FileSystem (statekit's own files go through pyarrow): a location whose scheme
-    Hadoop has no connector for here is refused before anything runs, naming both ways out."""
+    Hadoop has no connector for here is refused before anything runs, naming both ways out (on a classic
+    session: Spark Connect has no JVM at hand to ask, and its query fails when it starts)."""
     location = spark_checkpoint or checkpoint.rstrip("/") + "/_spark"
     if "://" not in location:
         return os.path.abspath(location)
     scheme = location.split("://", 1)[0]
+    if is_connect(spark):
+        accelerator_off("the Hadoop connector check of Spark's streaming checkpoint", "a Spark Connect session has no "
+                        "JVM on the driver; a location Hadoop cannot write fails when the streaming query starts")
+        return location
     jvm = spark.sparkContext._jvm
     try:
         jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark.sparkContext._jsc.hadoopConfiguration())

@@ -1,4 +1,5 @@
-"""A SparkSession with statekit's defaults: Java checked first, workers on this Python, quiet UI."""
+"""A SparkSession with statekit's defaults: Java checked first, workers on this Python, quiet UI; classic or
+Spark Connect (``remote``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .java import find_java
+from .runtime import is_connect
 
 DAEMON_MODULE = "statekit.spark.runtime.daemon"
 """``spark.python.daemon.module``: workers forked with statekit loaded (named, not imported: the daemon
 runs it as ``__main__``, which must not find it imported already)."""
+SPARK_REMOTE = "SPARK_REMOTE"
+"""pyspark's environment variable naming a Spark Connect server (``sc://host:port``)."""
 DEFAULT_MASTER = "local[*,4]"  # local mode retries a failed task up to 4 times, like a cluster
 QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2-quiet.properties")
 """Spark's log4j2 configuration for a quiet session, from the driver JVM's start: errors only, so that no
@@ -21,22 +25,45 @@ _SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 replacing, ``spark.driver.extraJavaOptions`` of the user or the cluster's spark-defaults."""
 
 
+def remote_url(master: str | None, remote: str | None) -> str | None:
+    """The Spark Connect URL a session is to use: ``remote``, else pyspark's ``SPARK_REMOTE``; None: a classic
+    session. A ``master`` beside either is refused (a Spark Connect server has its own)."""
+    url = remote or os.environ.get(SPARK_REMOTE) or None
+    if master and url:
+        given = f"--remote {remote}" if remote else f"{SPARK_REMOTE}={url} in the environment"
+        raise ValueError(f"--master {master} and {given}: a Spark Connect server has its own master; pass one "
+                         f"of them{'' if remote else f' (unset {SPARK_REMOTE} for a classic session)'}")
+    return url
+
+
+def starts_jvm(url: str | None) -> bool:
+    """Whether a session of Spark Connect URL ``url`` (None: classic) starts Spark's JVM here: all but ``sc://``."""
+    return url is None or not url.startswith("sc://")
+
+
 def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = None, app_name: str = "statekit",
-                  quiet: bool = True) -> Any:
-    """Get or create the SparkSession; ``master`` default ``local[*,4]``; ``conf`` adds Spark settings
-    (``spark.statekit.*`` included); ``quiet``: Spark logs errors only (else warnings too). Raises
-    ``JavaNotFoundError`` before Spark starts without Java."""
-    find_java()
+                  quiet: bool = True, remote: str | None = None) -> Any:
+    """Get or create the SparkSession; ``master`` default ``local[*,4]``; ``remote``: a Spark Connect session
+    instead (``sc://host:port``, or ``local[N]`` for a server started here; default pyspark's ``SPARK_REMOTE``;
+    ``remote_url``); ``conf`` adds Spark settings (``spark.statekit.*`` included; a Connect server
+    keeps its own static ones); ``quiet``: Spark logs errors only (else warnings too). Raises
+    ``JavaNotFoundError`` before Spark starts without Java (not needed for an ``sc://`` server)."""
+    url = remote_url(master, remote)
+    if starts_jvm(url):
+        find_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this interpreter (statekit installed)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master applies
+    if url is not None:
+        builder = builder.remote(url)
+    elif master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master applies
         builder = builder.master(master or DEFAULT_MASTER)
-    builder = (builder.config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.python.daemon.module", DAEMON_MODULE))  # workers fork with statekit loaded
+    builder = builder.config("spark.sql.shuffle.partitions", "4")
+    if starts_jvm(url):  # static settings: a Spark Connect server reached at sc:// keeps its own
+        builder = (builder.config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.python.daemon.module", DAEMON_MODULE))  # workers fork with statekit loaded
     for k, v in (conf or {}).items():
         builder = builder.config(k, str(v))
     options = os.environ.get(_SUBMIT_OPTS)
@@ -49,5 +76,6 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
             os.environ.pop(_SUBMIT_OPTS, None)
         else:
             os.environ[_SUBMIT_OPTS] = options
-    spark.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
+    if not is_connect(spark):  # a Connect session's log is its server's
+        spark.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     return spark

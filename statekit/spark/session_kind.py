@@ -1,0 +1,73 @@
+"""What the driver asks of its SparkSession, answered on a classic and on a Spark Connect session alike.
+
+A classic session answers from its SparkContext (the fast way); a Spark Connect session has none on the
+client, so the same answer comes from the runtime conf or the DataFrame API (``docs/connect.md``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable, Iterable, Iterator
+
+from .runtime import is_connect
+
+CONNECT_DEFAULT_PARALLELISM = 8
+"""State partitions of a run on a Spark Connect session whose conf names neither ``spark.default.parallelism``
+nor a ``local[N]`` master (the client cannot see the cluster's cores): ``spark.statekit.partitions`` sets them."""
+_LOCAL_MASTER = re.compile(r"^local\[(\d+|\*)")
+
+
+def application_id(spark: Any) -> str:
+    """Whose state hosts a run's tasks may use (``JobPlan.app_id``; its secret is made once per driver process):
+    the Spark application on a classic session; on Connect, whose server is one application for many clients,
+    the application and this client's session (``session_id``)."""
+    app = spark.conf.get("spark.app.id")
+    return f"{app}/{spark.session_id}" if is_connect(spark) else app
+
+
+def master(spark: Any) -> str:
+    """The session's master URL (``spark.master``; empty when a Connect server does not say)."""
+    if is_connect(spark):
+        return spark.conf.get("spark.master", None) or ""
+    return spark.sparkContext.master
+
+
+def default_parallelism(spark: Any) -> int:
+    """Spark's default parallelism: the SparkContext's on a classic session; on Connect
+    ``spark.default.parallelism``, else the cores of a ``local[N]`` master, else ``CONNECT_DEFAULT_PARALLELISM``."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured:
+        return int(configured)
+    local = _LOCAL_MASTER.match(master(spark))
+    if local is None:
+        return CONNECT_DEFAULT_PARALLELISM
+    return (os.cpu_count() or 1) if local.group(1) == "*" else int(local.group(1))
+
+
+def job_canceller(spark: Any) -> Callable[[], None]:
+    """What cancels the session's running Spark jobs (a second Ctrl-C): ``cancelAllJobs`` on a classic session,
+    ``interruptAll`` on Connect."""
+    if is_connect(spark):
+        return spark.interruptAll
+    return spark.sparkContext.cancelAllJobs
+
+
+def input_splits(df: Any) -> int:
+    """How many map tasks over ``df``'s partitions send end markers to each epoch task (``records.Router``): from
+    the plan on a classic session (no job); on Connect, which has no RDDs, by a job of one Python task per
+    partition that reads no column and returns one row."""
+    if not is_connect(df.sparkSession):
+        return df.rdd.getNumPartitions()
+    return df.select().mapInArrow(_one_row, "split int").count()
+
+
+def _one_row(batches: Iterable[Any]) -> Iterator[Any]:
+    """mapInArrow function: one row for this partition, whatever it holds (an empty one included)."""
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"split": pa.array([0], pa.int32())})
