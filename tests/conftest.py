@@ -35,14 +35,15 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-# -- Spark Connect (issue 36) ------------------------------------------------------------------
-# One Connect server for the whole test session, in its own process (beside the classic session above),
-# started by the first test that asks for it; its clients run as new interpreters (tests/connect_support.py).
+# -- Spark Connect ------------------------------------------------------------------------------
+# One Connect server per test module that asks for it, in its own process (beside the classic session above),
+# stopped with the module: an idle server keeps using CPU that the rest of the suite needs. Its clients run
+# as new interpreters (tests/connect_support.py).
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def connect_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The shared local Spark Connect server (``tests.connect_support.ConnectServer``: its ``url``, ``run``)."""
+    """The module's local Spark Connect server (``tests.connect_support.ConnectServer``: its ``url``, ``run``)."""
     from tests.connect_support import start_connect_server
 
     server = start_connect_server(tmp_path_factory.mktemp("connect"))
