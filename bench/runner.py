@@ -47,10 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("parts", nargs="*", default=["all"], help=f"parts to run: {', '.join(PARTS)} or all")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
-    ap.add_argument("--scale", choices=["small", "default", "medium", "large"], default="default",
-                    help="spark only: small = 100k events of 10k users, every variant (spark-small.*); medium = 2M "
-                         "events of 400k users, large = 5M events of 1M users; heap, rocksdb and Spark native "
-                         "(spark-medium.*, spark-large.*)")
+    ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
+                    help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; heap, "
+                         "rocksdb and Spark native (spark-medium.*, spark-large.*)")
     ap.add_argument("--state-layout", choices=["table", "cells"], default=DEFAULT_STATE_LAYOUT,
                     help="spark only: statekit's state layout (sessionize --state-layout; another than the "
                          "default writes spark-*-<layout>.*)")

@@ -46,8 +46,8 @@ DELAY_MS = 10_000
 SENTINEL = "__end_of_input__"
 STATEKIT = {"heap": "statekit heap", "rocksdb": "statekit rocksdb"}
 NATIVE, TWS = "spark session_window", "transformWithStateInPandas"
-GOALS = {(NATIVE, "small"): 1.0, (NATIVE, "default"): 1.0, (NATIVE, "medium"): 1.2, (NATIVE, "large"): 1.2,
-         (TWS, "small"): 10.0, (TWS, "default"): 10.0, (TWS, "medium"): 10.0, (TWS, "large"): 10.0}
+GOALS = {(NATIVE, "default"): 1.0, (NATIVE, "medium"): 1.2, (NATIVE, "large"): 1.2,
+         (TWS, "default"): 10.0, (TWS, "medium"): 10.0, (TWS, "large"): 10.0}
 """statekit's speedup goals over each Spark baseline per scale, for both backends (issue 13; TWS: issue 6)."""
 ROLES = {JVM: "driver JVM", WORKERS: "Python workers", HOSTS: "state hosts", PYTHON: "driver Python"}
 COLUMNS = ("user_id", "window_start", "window_end", "sum_value", "count")
@@ -265,14 +265,12 @@ def _java_version() -> str:
 
 
 SCALES = {
-    "small": {"events": 100_000, "users": [10_000], "files": 10, "tws": True},
     "default": {"events": 1_000_000, "users": [10_000, 100_000], "files": 10, "tws": True},
     "medium": {"events": 2_000_000, "users": [400_000], "files": 10, "tws": False},
     "large": {"events": 5_000_000, "users": [1_000_000], "files": 10, "tws": False},
 }
-"""Sizes of ``statekit bench spark`` (``--scale small``: every variant in minutes, as for comparing classic and
-Connect sessions; ``--scale medium``/``large``: the large-state cases of issue 13, without the much slower
-transformWithStateInPandas); ``--quick`` shrinks any to a smoke run."""
+"""Sizes of ``statekit bench spark`` (``--scale medium``/``large``: the large-state cases of issue 13,
+without the much slower transformWithStateInPandas); ``--quick`` shrinks any to a smoke run."""
 
 
 def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT_STATE_LAYOUT,
