@@ -139,8 +139,9 @@ class KeyedStateBackend(ABC):
         for st in self._tuple_scoped:
             ns = st._ns
             st._ck = void_ck if ns is None else (void_ck[0], ns)
-        for set_key in setters:
-            set_key(key, entry[0], entry[1])
+        if setters:  # a test, cheaper than looping over none
+            for set_key in setters:
+                set_key(key, entry[0], entry[1])
 
     def _current_entry(self) -> tuple[int, bytes, tuple, type]:
         """The current key's cache entry (its key group and bytes), looked up at most once per key; raises

@@ -9,7 +9,7 @@ from statekit import PLAIN_KEY_TYPES, key_identity, detached, AggregatingState, 
 from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, ReducingCellRules
 from statekit.detach import IMMUTABLE_SCALARS
 
-from .state import _INT_MAX, _INT_MIN, HeapMergingState, HeapState
+from .state import _INT_MAX, _INT_MIN, _MSGPACK_TRUSTED, HeapMergingState, HeapState
 
 
 class HeapCellState(HeapState, CellRules):
@@ -20,15 +20,19 @@ class HeapCellState(HeapState, CellRules):
 
 class HeapValueState(HeapCellState, ValueState):
     """Without TTL, ``value`` and ``update`` of an immutable scalar reach the dict in their own frame (a
-    per-record path); anything else goes through ``detached`` and ``update_internal``."""
+    per-record path), ``value`` without even a type test while the state has held nothing else (``_shared``);
+    anything else goes through ``detached`` and ``update_internal``."""
 
-    __slots__ = ("_default", "_direct")
+    __slots__ = ("_default", "_direct", "_shared")
 
     def __init__(self, backend, descriptor, validate):
         super().__init__(backend, descriptor, validate)
         self._default = descriptor.default
-        self._direct = self._trusted if self._ttl is None else frozenset()
-        """Types ``update`` stores as they are: immutable, needing no check, and only without TTL."""
+        self._direct = self._ttl is None and self._trusted == _MSGPACK_TRUSTED
+        """``update`` stores msgpack's own scalars (ints within 64 bits) as they are: no TTL, and they need no check."""
+        self._shared = self._ttl is None and type(self._default) in IMMUTABLE_SCALARS
+        """No TTL, and the default and every value stored so far are immutable scalars: ``value`` hands out what
+        the dict holds, without a test. Cleared for good by the first other value stored (``_put``, ``_import``)."""
 
     def get_internal(self) -> Any:
         if self._ttl is None:
@@ -36,18 +40,21 @@ class HeapValueState(HeapCellState, ValueState):
         return self._visible(self._ck, self._default)
 
     def value(self) -> Any:
+        if self._shared:
+            return self._table.get(self._ck, self._default)
         if self._ttl is None:
             value = self._table.get(self._ck, self._default)
             return value if type(value) in IMMUTABLE_SCALARS else detached(value)
         return detached(self._visible(self._ck, self._default))
 
     def update(self, value: Any) -> None:
-        t = type(value)
-        if t in self._direct and (t is not int or _INT_MIN <= value <= _INT_MAX):
-            ck = self._ck
-            self._table[ck] = value
-            self._dirty.add(ck)
-            return
+        if self._direct:
+            t = type(value)
+            if (_INT_MIN <= value <= _INT_MAX) if t is int else t in _MSGPACK_TRUSTED:
+                ck = self._ck
+                self._table[ck] = value
+                self._dirty.add(ck)
+                return
         self.update_internal(detached(value))
 
     def update_internal(self, value: Any) -> None:
@@ -60,12 +67,20 @@ class HeapValueState(HeapCellState, ValueState):
         t = type(value)
         if t not in self._trusted or (t is int and not _INT_MIN <= value <= _INT_MAX):
             self._validated(value)
+        if t not in IMMUTABLE_SCALARS:
+            self._shared = False
         if self._ttl is None:
             self._table[ck] = value
         else:
             self._accessed()
             self._table[ck] = (value, self._clock())
         self._dirty.add(ck)
+
+    def _import(self, key_group: int, key: Any, namespace: Any, cell: Any) -> None:
+        """A restored (or migrated) cell may hold a mutable value: reads then test what they hand out."""
+        if type(cell) not in IMMUTABLE_SCALARS:
+            self._shared = False
+        super()._import(key_group, key, namespace, cell)
 
     def get_internal_many(self, keys: Sequence[ResolvedKey]) -> list:
         if self._ttl is None:

@@ -216,3 +216,42 @@ def test_evicted_key_scopes_are_resolved_again(make_backend, monkeypatch):
                 timers.register_event_time_timer(None, 100 + i)
     assert sorted(repr(t.key) for t in timers.event_time_timers()) == sorted(map(repr, keys))
     assert len(b._key_cache) <= 8 and len(b._void_cks) <= 8  # the cell keys set_current_key reads go with them
+
+
+def test_a_mutable_value_stored_in_bulk_is_read_as_a_copy(backend):
+    """Scalars read first (handed out as stored), then mutable values written by ``update_internal_many``:
+    each read of those is a copy, and so is one of a mutable value written after a scalar under one key."""
+    v = backend.get_state(_descriptor(False, None))
+    backend.set_current_key("s")
+    v.update(3)
+    assert v.value() == 3
+    resolved, _ = backend.resolve_keys(["a", "b"])
+    v.update_internal_many(resolved, [[1], {"x": [2]}])
+    for key, want in (("a", [1]), ("b", {"x": [2]})):
+        backend.set_current_key(key)
+        _mutate(v.value())
+        assert v.value() == want, key
+    backend.set_current_key("s")
+    v.update_internal([4])
+    _mutate(v.value())
+    assert v.value() == [4]
+
+
+def test_a_restored_mutable_value_is_read_as_a_copy(make_backend):
+    """A value state restored (logical snapshot) with a list under one key and a scalar under another: reading
+    the list and mutating it leaves the state, whichever key is read first."""
+    source = make_backend()
+    v = source.get_state(_descriptor(False, None))
+    for key, value in (("n", 5), ("l", [1, 2])):
+        source.set_current_key(key)
+        v.update(value)
+    snap = source.snapshot_logical()
+    for order in (("n", "l"), ("l", "n")):
+        restored = make_backend()
+        restored.restore_logical(snap)
+        r = restored.get_state(_descriptor(False, None))
+        for key in order:
+            restored.set_current_key(key)
+            _mutate(r.value())
+        restored.set_current_key("l")
+        assert r.value() == [1, 2], order
