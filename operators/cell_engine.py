@@ -16,6 +16,8 @@ due windows in timer order and writes their keys back.
 from __future__ import annotations
 
 from abc import abstractmethod
+from itertools import chain, compress
+from operator import itemgetter
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
@@ -80,20 +82,17 @@ class CellEngine(WindowEngine):
                                  f"operator's function does not unpack them (restore with the function that wrote them)")
             return self._cells.to_windows(cell)
         step = self.BOUNDS + 1
-        return cell[0], [list(cell[i:i + step]) for i in range(1, len(cell), step)]
+        if len(cell) == step + 1:  # one window: the common case
+            return cell[0], [cell[1:]]
+        return cell[0], [cell[i:i + step] for i in range(1, len(cell), step)]
 
     def _encode(self, timer: int | None, windows: list) -> Any:
         """The value to store: packed when the function packs these accumulators, else a list."""
-        if not windows:
-            return None
-        if self._cells is not None:
+        if self._cells is not None and windows:
             packed = self._cells.from_windows(timer, windows)
             if packed is not None:
                 return packed
-        cell = [timer]
-        for w in windows:
-            cell += w
-        return cell
+        return _cell(timer, windows)
 
     @classmethod
     def readable(cls, stored: bytes, function: PackedAggregate, version: int) -> list:
@@ -130,7 +129,7 @@ class CellEngine(WindowEngine):
         rows = np.flatnonzero(good)
         c, t = codes[rows], ts[rows]
         slow = self._slow_keys(len(distinct), c, t, refused, wm)
-        touched = [i for i in range(len(distinct)) if i not in refused]
+        touched = [i for i in range(len(distinct)) if i not in refused] if refused else range(len(distinct))
         cells = dict(zip(touched, self._state.get_internal_many([resolved[i] for i in touched])))
         old_timers: dict[int, int | None] = {}
         new_cells: dict[int, list] = {}
@@ -155,17 +154,27 @@ class CellEngine(WindowEngine):
         packed = None
         if len(fast_rows):
             packed = self._runs(codes, ts, fast_rows, cells, value_of, fold, fold_packed, old_timers, new_cells, wm)
-        self._store(resolved, new_cells, old_timers, wm, packed)
+        self._store(resolved, list(new_cells), list(new_cells.values()), old_timers, wm, packed)
 
-    def _store(self, resolved: list, new_cells: dict, old_timers: dict, wm: int, packed: PackedEntries | None = None) -> None:
-        """Write every touched key once and move its timer; ``packed``: keys already encoded."""
-        codes = list(new_cells)
-        windows_of = [new_cells[code] for code in codes]
-        counts = [len(windows) for windows in windows_of]
-        bounds = np.array([w[:-1] for windows in windows_of for w in windows], np.int64).reshape(-1, self.BOUNDS)
-        timers = self._next_timers(np.repeat(np.arange(len(codes)), counts), self._ends(bounds), len(codes), wm)
-        olds = np.fromiter((_or_no_timer(old_timers.get(code)) for code in codes), np.int64, len(codes))
-        values = [self._encode(None if t == NO_TIMER else t, windows) for t, windows in zip(timers.tolist(), windows_of)]
+    def _bounds(self, windows: list) -> np.ndarray:
+        """The bounds of windows in the list form, as rows of an int64 array (shape (n, BOUNDS))."""
+        bounds = map(itemgetter(slice(0, self.BOUNDS)), windows)
+        return np.fromiter(chain.from_iterable(bounds), np.int64, len(windows) * self.BOUNDS).reshape(-1, self.BOUNDS)
+
+    def _store(self, resolved: list, codes: list, windows_of: list, old_timers: dict, wm: int,
+               packed: PackedEntries | None = None) -> None:
+        """Write every touched key (``codes``, their windows ``windows_of``) once and move its timer;
+        ``packed``: keys already encoded."""
+        counts = list(map(len, windows_of))
+        ends = self._ends(self._bounds(list(chain.from_iterable(windows_of))))
+        timers = self._next_timers(np.repeat(np.arange(len(codes)), counts), ends, len(codes), wm)
+        olds = np.array([NO_TIMER if t is None else t for t in map(old_timers.get, codes)], np.int64)
+        stamps = timers.astype(object)
+        stamps[timers == NO_TIMER] = None
+        if self._cells is None:  # the list form: one list per key
+            values = [_cell(t, windows) for t, windows in zip(stamps.tolist(), windows_of)]
+        else:
+            values = [self._encode(t, windows) for t, windows in zip(stamps.tolist(), windows_of)]
         if packed is not None:
             p_codes, p_values, p_timers, p_olds = packed
             codes += p_codes
@@ -193,32 +202,36 @@ class CellEngine(WindowEngine):
             self._advance_packed(resolved, cells, previous, watermark)
             return
         decoded = [self._decode(cell)[1] for cell in cells]
-        flat = [w for windows in decoded for w in windows]
-        ends = iter(self._ends(np.array([w[:-1] for w in flat], np.int64).reshape(-1, self.BOUNDS)).tolist())
-        actions = []
-        new_cells: dict[int, list] = {}
-        for i, ((key, kg, kb), windows) in enumerate(zip(resolved, decoded)):
-            keep = []
-            for w in windows:
-                end = next(ends)
-                max_ts = end - 1
-                if previous < max_ts <= watermark:
-                    actions.append((max_ts, kg, kb, 0, key, w[0], end, w[-1]))
-                cleanup = self._cleanup(end)
-                if cleanup <= watermark and cleanup != MAX_TIMESTAMP:
-                    if self._clears:
-                        actions.append((cleanup, kg, kb, 1, key, w[0], end, None))
-                else:
-                    keep.append(w)
-            new_cells[i] = keep
-        self._store(resolved, new_cells, {}, watermark)
-        actions.sort(key=_action_order)
+        n = len(resolved)
+        counts = np.fromiter(map(len, decoded), np.int64, n)
+        flat = list(chain.from_iterable(decoded))
+        bounds = self._bounds(flat)
+        starts, ends = bounds[:, 0], self._ends(bounds)
+        owner = np.repeat(np.arange(n), counts)
+        fire_at = ends - 1
+        cleanup = self._cleanups(ends)
+        fired = np.flatnonzero((previous < fire_at) & (fire_at <= watermark))
+        clean = (cleanup <= watermark) & (cleanup != MAX_TIMESTAMP)
+        cleared = np.flatnonzero(clean) if self._clears else np.zeros(0, np.int64)
+        kept = list(compress(flat, (~clean).tolist()))
+        cuts = np.concatenate(([0], np.cumsum(np.bincount(owner[~clean], minlength=n)))).tolist()
+        self._store(resolved, list(range(n)), [kept[a:b] for a, b in zip(cuts, cuts[1:])], {}, watermark)
+        rows = np.concatenate((fired, cleared))
+        kinds = np.concatenate((np.zeros(len(fired), np.int8), np.ones(len(cleared), np.int8)))
+        positions = _pop_order(resolved, owner[rows], np.concatenate((fire_at[fired], cleanup[cleared])), kinds)
+        order = rows[positions]
         sink = self._sink
-        for _, _, _, kind, key, start, end, acc in actions:
+        if not len(cleared):  # fires only: handed over in one call
+            sink.fire_windows([resolved[i][0] for i in owner[order].tolist()], starts[order].tolist(),
+                              ends[order].tolist(), [flat[r][-1] for r in order.tolist()])
+            return
+        owner_l, starts_l, ends_l = owner.tolist(), starts.tolist(), ends.tolist()
+        for r, kind in zip(order.tolist(), kinds[positions].tolist()):
+            key, window = resolved[owner_l[r]][0], TimeWindow(starts_l[r], ends_l[r])
             if kind == 0:
-                sink.fire_window(key, TimeWindow(start, end), acc)
+                sink.fire_window(key, window, flat[r][-1])
             else:
-                sink.clear_window(key, TimeWindow(start, end))
+                sink.clear_window(key, window)
 
     def _advance_packed(self, resolved: list, cells: list, previous: int, watermark: int) -> None:
         """``_advance`` of packed cells, decided for all due keys at once."""
@@ -234,7 +247,7 @@ class CellEngine(WindowEngine):
         keep = ~clean
         left = WindowTable(np.zeros(n, np.int64), table.owner[keep], table.rows[keep])
         left.timers = self._next_timers(left.owner, ends[keep], n, watermark)
-        self._store(resolved, {}, {}, watermark,
+        self._store(resolved, [], [], {}, watermark,
                     (list(range(n)), self._cells.encode(left), left.timers, np.full(n, NO_TIMER, np.int64)))
         sink = self._sink
         if not len(cleared):  # fires only: handed over in one call
@@ -256,12 +269,16 @@ class CellEngine(WindowEngine):
                 sink.clear_window(key, window)
 
 
-def _or_no_timer(timer: int | None) -> int:
-    return NO_TIMER if timer is None else timer
-
-
-def _action_order(action: tuple) -> tuple:
-    return action[:4]
+def _cell(timer: int | None, windows: list) -> list | None:
+    """A key's value in the list form ``[timer, *bounds0, acc0, ...]``; None for a key without windows."""
+    if len(windows) == 1:
+        return [timer, *windows[0]]
+    if not windows:
+        return None
+    cell = [timer]
+    for w in windows:
+        cell += w
+    return cell
 
 
 def _pop_order(resolved: list, owner: np.ndarray, times: np.ndarray, kinds: np.ndarray) -> np.ndarray:

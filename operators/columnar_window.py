@@ -6,16 +6,51 @@ value per key or one table of all keys. Results, side outputs, state and timers 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from statekit import ColumnarAggregate, KeyedStateBackend, Timer, ValueStateDescriptor
 
-from .columns import RowView
+from .columns import RecordValues, RowView
 from .output import Output
 from .window_base import AGGREGATE, BaseWindowOperator
-from .window_engine import EngineSpec, WindowEngine
+from .window_engine import EngineSpec, Incremental, WindowEngine
+
+
+class AggregateAdd(Incremental):
+    """An AggregateFunction's ``add``, a new window's accumulator made by ``create_accumulator``."""
+
+    def __init__(self, create: Callable[[], Any], add: Callable[[Any, Any], Any]) -> None:
+        self._create, self._add = create, add
+
+    def __call__(self, value: Any, accumulator: Any) -> Any:
+        return self._add(value, self._create() if accumulator is None else accumulator)
+
+    def fold(self, accumulator: Any, values: list) -> Any:
+        add = self._add
+        acc = self._create() if accumulator is None else accumulator
+        for value in values:
+            acc = add(value, acc)
+        return acc
+
+
+class ReduceAdd(Incremental):
+    """A reduce function's step ``reduce(accumulator, value)``, a new window's first value its accumulator."""
+
+    def __init__(self, reduce: Callable[[Any, Any], Any]) -> None:
+        self._reduce = reduce
+
+    def __call__(self, value: Any, accumulator: Any) -> Any:
+        return value if accumulator is None else self._reduce(accumulator, value)
+
+    def fold(self, accumulator: Any, values: list) -> Any:
+        reduce = self._reduce
+        it = iter(values)
+        acc = next(it) if accumulator is None else accumulator
+        for value in it:
+            acc = reduce(acc, value)
+        return acc
 
 
 class ColumnarWindowOperator(BaseWindowOperator):
@@ -39,13 +74,12 @@ class ColumnarWindowOperator(BaseWindowOperator):
         self._engine = engine(*self._spec.shape, self.allowed_lateness, backend, state, self._svc, self,
                               *self._incremental(), self.metrics, self._clears_window_state, packed)
 
-    def _incremental(self) -> tuple:
-        """``add(value, accumulator or None)`` and ``merge(a, b)`` of the window function."""
+    def _incremental(self) -> tuple[Incremental, Any]:
+        """The window function's ``add`` (``Incremental``) and ``merge(a, b)``."""
         fn = self.function
         if self.kind == AGGREGATE:
-            create, add = fn.create_accumulator, fn.add
-            return (lambda value, acc: add(value, create() if acc is None else acc)), fn.merge
-        return (lambda value, acc: value if acc is None else fn(acc, value)), fn
+            return AggregateAdd(fn.create_accumulator, fn.add), fn.merge
+        return ReduceAdd(fn), fn
 
     def close(self) -> None:
         self._engine.close()
@@ -54,7 +88,7 @@ class ColumnarWindowOperator(BaseWindowOperator):
     def process_batch(self, records: Iterable[tuple[Any, Any, int | None]]) -> None:
         """An epoch's records at the current watermark, to the engine (same output as one by one)."""
         records = records if isinstance(records, list) else list(records)
-        self._engine.process([r[0] for r in records], [r[2] for r in records], lambda i: records[i][1], None)
+        self._engine.process([r[0] for r in records], [r[2] for r in records], RecordValues(records), None)
 
     def process_columns(self, keys: Sequence[Any], timestamps: Sequence[int], columns: Sequence[Sequence[Any]]) -> None:
         """An epoch's records as columns, to the engine as columns: record i is ``(keys[i], tuple(c[i] for c

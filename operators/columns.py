@@ -77,6 +77,29 @@ class RowView:
     def __call__(self, r: int) -> tuple:
         return tuple(c[r] for c in self.python())
 
+    def take(self, rows: np.ndarray) -> list[tuple]:
+        """The rows ``rows`` in that order, made in one pass per column."""
+        at = rows.tolist()
+        columns = self.python()
+        if not columns:
+            return [()] * len(at)
+        return list(zip(*([c[r] for r in at] for c in columns)))
+
+
+class RecordValues:
+    """The values of an epoch's ``(key, value, timestamp)`` records by row (``process_batch``'s)."""
+
+    def __init__(self, records: list[tuple[Any, Any, int | None]]) -> None:
+        self._records = records
+
+    def __call__(self, r: int) -> Any:
+        return self._records[r][1]
+
+    def take(self, rows: np.ndarray) -> list:
+        """The values of ``rows``, in that order."""
+        records = self._records
+        return [records[r][1] for r in rows.tolist()]
+
 
 def _plain_arrow(t: pa.DataType) -> bool:
     """Arrow types whose values are plain keys (``PLAIN_KEY_TYPES``: str, int, bytes)."""

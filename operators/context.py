@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from statekit import (InternalMergingState, InternalTimerService, KeyedStateBackend, State, StateDescriptor,
                       VOID_NAMESPACE)
@@ -125,18 +125,23 @@ class Instant(int):
 
 
 class KeyedStateStore:
-    """Keyed state of the current key in one namespace (a window, or the void namespace)."""
+    """Keyed state of the current key in one namespace (a window, or the void namespace); ``taken`` is
+    called before a state is handed out (its owner then makes the right key current)."""
 
-    __slots__ = ("_backend", "namespace", "_unsupported")
+    __slots__ = ("_backend", "namespace", "_unsupported", "_taken")
 
-    def __init__(self, backend: KeyedStateBackend, namespace: Any = VOID_NAMESPACE, unsupported: str | None = None) -> None:
+    def __init__(self, backend: KeyedStateBackend, namespace: Any = VOID_NAMESPACE, unsupported: str | None = None,
+                 taken: Callable[[], None] | None = None) -> None:
         self._backend = backend
         self.namespace = namespace
         self._unsupported = unsupported
+        self._taken = taken
 
     def get_state(self, descriptor: StateDescriptor) -> State:
         if self._unsupported is not None:
             raise RuntimeError(self._unsupported)
+        if self._taken is not None:
+            self._taken()
         st = self._backend.get_state(descriptor)
         st.set_current_namespace(self.namespace)
         return st
@@ -193,16 +198,19 @@ class WindowTriggerContext(OnMergeContext):
 
 
 class WindowProcessContext:
-    """``ProcessWindowFunction``'s context: the window, time, and per-window and global keyed state."""
+    """``ProcessWindowFunction``'s context: the window, time, and per-window and global keyed state
+    (``taken``: see ``KeyedStateStore``)."""
 
     __slots__ = ("_svc", "_window", "_window_store", "global_state")
 
-    def __init__(self, backend: KeyedStateBackend, service: InternalTimerService, merging: bool) -> None:
+    def __init__(self, backend: KeyedStateBackend, service: InternalTimerService, merging: bool,
+                 taken: Callable[[], None] | None = None) -> None:
         self._svc = service
         self._window: Any = None
         self._window_store = KeyedStateStore(
-            backend, unsupported="per-window state is not supported with merging window assigners" if merging else None)
-        self.global_state = KeyedStateStore(backend)
+            backend, unsupported="per-window state is not supported with merging window assigners" if merging else None,
+            taken=taken)
+        self.global_state = KeyedStateStore(backend, taken=taken)
 
     def set_window(self, window: Any) -> None:
         self._window = window

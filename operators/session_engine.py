@@ -3,7 +3,7 @@
 cell per key (``operators.cell_engine``), whose window bounds are each session's start and end.
 
 Records are cut with numpy into runs (``operators.columns``) whose contents are aggregated in one
-vectorized pass when the function has ``accumulate``. When it is a ``PackedAggregate`` the cells are
+vectorized pass when the function has ``accumulate``, else folded by its ``add`` in one loop per run. When it is a ``PackedAggregate`` the cells are
 packed (``operators.packed_cells``), and an epoch's keys are decoded, merged (``operators.packed_sessions``),
 timed, fired and encoded together with numpy; a key whose accumulators do not pack keeps the list form.
 Keys with records out of time order, or with a record whose own window is not after the watermark
@@ -14,12 +14,10 @@ processing.
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import numpy as np
 
 from .cell_engine import CellEngine, PackedEntries
-from .window_engine import Fold, PackedFold, window_start
+from .window_engine import Fold, PackedFold, Values, window_start
 from .columns import present_codes, session_runs
 from .packed_sessions import merged
 from .session_rules import SessionRules
@@ -37,7 +35,7 @@ class SessionEngine(SessionRules, CellEngine):
     def _ends(self, bounds: np.ndarray) -> np.ndarray:
         return bounds[:, 1]
 
-    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict, value_of: Callable[[int], Any],
+    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict, value_of: Values,
               fold: Fold | None, fold_packed: PackedFold | None, old_timers: dict, new_cells: dict,
               wm: int) -> PackedEntries | None:
         """Keys whose records are in time order and all after the watermark: merged run by run, or all
@@ -64,11 +62,10 @@ class SessionEngine(SessionRules, CellEngine):
             tc, lo, hi = (np.array(col, np.int64) for col in zip(*reach)) if reach else (np.zeros(0, np.int64),) * 3
             runs = session_runs(codes, ts, rows, gap, tc, lo, hi)
         accs = fold(runs.order, runs.starts) if fold is not None else None
-        order, starts = runs.order, runs.starts
         add, merge = self._add, self._merge
-        ends = np.append(starts[1:], len(order)).tolist() if accs is None else None
-        starts_l = starts.tolist() if accs is None else None
-        order_l = order.tolist() if accs is None else None
+        if accs is None:  # each run's values in one list, in run order: a run folds a slice of it
+            values = value_of.take(runs.order)
+            bounds = np.append(runs.starts, len(runs.order)).tolist()
         codes_, firsts, lasts = runs.codes.tolist(), runs.firsts.tolist(), runs.lasts.tolist()
         j, n = 0, len(codes_)
         while j < n:
@@ -76,21 +73,20 @@ class SessionEngine(SessionRules, CellEngine):
             sessions = stored[code]
             while j < n and codes_[j] == code:
                 t0, tl = firsts[j], lasts[j]
-                hits = [s for s in sessions if s[0] <= t0 + gap and s[1] >= t0]
+                hits = [s for s in sessions if s[0] <= t0 + gap and s[1] >= t0] if sessions else None
                 if hits:
                     target = self._merge_hits(sessions, hits, t0, tl + gap)
                     acc = target[2]
                 else:
                     target = [t0, tl + gap, None]
                     sessions.append(target)
-                    sessions.sort(key=window_start)
+                    if len(sessions) > 1 and sessions[-2][0] > t0:  # (a key's new sessions come in time order)
+                        sessions.sort(key=window_start)
                     acc = None
                 if accs is not None:
-                    acc = accs[j] if acc is None else merge(acc, accs[j])
+                    target[2] = accs[j] if acc is None else merge(acc, accs[j])
                 else:
-                    for r in order_l[starts_l[j]:ends[j]]:
-                        acc = add(value_of(r), acc)
-                target[2] = acc
+                    target[2] = add.fold(acc, values[bounds[j]:bounds[j + 1]])
                 j += 1
             new_cells[code] = sessions
         return None

@@ -107,14 +107,24 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
         self._output = output
         self._collect = output.collect
         self._svc = backend.timer_service(TIMER_SERVICE, self)
-        self._pctx = WindowProcessContext(backend, self._svc, self.merging)
         self._key: Any = None
+        self._state_taken = False
+        self._pctx = WindowProcessContext(backend, self._svc, self.merging, self._took_state)
         self._process_fn = self.function if self.kind == PROCESS else self.window_function
         fn_type = type(self._process_fn)
         self._clears_window_state = self._process_fn is not None and fn_type.clear is not ProcessWindowFunction.clear
         for fn in (self.function, self.window_function):
             if isinstance(fn, ProcessWindowFunction):
-                fn.open(KeyedStateStore(backend))
+                fn.open(KeyedStateStore(backend, taken=self._took_state))
+
+    def _took_state(self) -> None:
+        """The user's window function takes keyed state: the key of the window it evaluates is made current
+        now and, from then on, before each fired window (a function that never takes state costs no key
+        switch per window)."""
+        if not self._state_taken:
+            self._state_taken = True
+            if self._key is not None:  # None: taken in open, before any window
+                self._backend.set_current_key(self._key)
 
     def close(self) -> None:
         for fn in (self.function, self.window_function):
@@ -154,23 +164,21 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
 
     # -- results (WindowSink) ------------------------------------------------------------------
     def fire_window(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
-        self._key = key
-        self.metrics["windows_fired"] += 1
-        data = self._result(accumulator)
-        if self.window_function is None:
-            self._collect(data, window.max_timestamp())
-        else:
-            self._backend.set_current_key(key)
-            self._process(self.window_function, window, [data], window.max_timestamp())
+        self.fire_windows([key], [window.start], [window.end], [accumulator])
 
     def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
         wf = self.window_function
-        if wf is not None and not isinstance(wf, WindowRowsFunction):
-            for key, start, end, acc in zip(keys, starts, ends, accumulators):
-                self.fire_window(key, TimeWindow(start, end), acc)
-            return
         self.metrics["windows_fired"] += len(keys)
         data = list(map(self.function.get_result, accumulators)) if self.kind == AGGREGATE else accumulators
+        if wf is not None and not isinstance(wf, WindowRowsFunction):  # a process call per window
+            pctx, process, collect_all, set_key = self._pctx, wf.process, self._output.collect_all, self._backend.set_current_key
+            for key, start, end, result in zip(keys, starts, ends, data):
+                self._key = key
+                if self._state_taken:
+                    set_key(key)
+                pctx.set_window(TimeWindow(start, end))
+                collect_all(process(key, pctx, [result]), end - 1)  # stamped with the window's max_timestamp()
+            return
         values = data if wf is None else window_rows(wf, keys, starts, ends, data)
         self._output.collect_many(values, [end - 1 for end in ends])  # each window's max_timestamp()
 

@@ -31,6 +31,29 @@ STATE_LAYOUTS = ("cells", "table")
 PackedAggregate, every key's sessions as one columnar table stored in pages per key group (``table``)."""
 
 
+class Values(Protocol):
+    """An epoch's record values by row: one (``values(r)``), or many in one pass (``take``)."""
+
+    def __call__(self, r: int) -> Any:
+        """Row ``r``'s value."""
+
+    def take(self, rows: np.ndarray) -> list:
+        """The values of ``rows``, in that order."""
+
+
+class Incremental(ABC):
+    """The window function's incremental part as the engines apply it: ``add(value, accumulator or None)``
+    for one record, ``fold`` for a run of them (the function's own add per record, in one loop)."""
+
+    @abstractmethod
+    def __call__(self, value: Any, accumulator: Any) -> Any:
+        """``value`` added to ``accumulator`` (None: a new window's)."""
+
+    @abstractmethod
+    def fold(self, accumulator: Any, values: list) -> Any:
+        """``values`` added in order to ``accumulator`` (None: a new window's); ``values`` is not empty."""
+
+
 class WindowSink(Protocol):
     """What an engine hands back to its operator: results, cleanups, late and invalid records."""
 
@@ -70,14 +93,14 @@ class WindowEngine(ABC):
             WindowEngine._storing[cls.STATE] = cls
 
     def __init__(self, lateness: int, backend: KeyedStateBackend, state: ValueState, timers: InternalTimerService,
-                 sink: WindowSink, add: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any],
+                 sink: WindowSink, add: Incremental, merge: Callable[[Any, Any], Any],
                  metrics: dict[str, int], clears: bool, packed: PackedAggregate | None = None) -> None:
         self.lateness = lateness
         self._backend = backend
         self._state = state
         self._timers = timers
         self._sink = sink
-        self._add = add            # add(value, acc_or_None) -> acc
+        self._add = add            # add(value, acc_or_None) -> acc; add.fold(acc_or_None, values) -> acc
         self._merge = merge        # merge(a, b) -> acc (b after a)
         self._metrics = metrics
         self._clears = clears
@@ -145,7 +168,7 @@ class WindowEngine(ABC):
         return np.where(last > MAX_TIMESTAMP - self.lateness, MAX_TIMESTAMP, last + self.lateness)
 
     # -- an epoch's records --------------------------------------------------------------------
-    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
+    def process(self, keys: Sequence[Any], timestamps: Any, value_of: Values, fold: Fold | None,
                 fold_packed: PackedFold | None = None) -> None:
         """The epoch's records at the current watermark: record i is ``(keys[i], value_of(i), timestamps[i])``;
         ``fold`` (when given) aggregates runs of rows in one pass, ``fold_packed`` into packed accumulators."""
