@@ -22,9 +22,11 @@ from .triggers import (ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigg
 from .window_engine import STATE_LAYOUTS
 from .window_operator import WindowOperator, state_layout_of
 from .windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow
+from .batch_window import WindowBatchFunction
+from .vector_aggregate import VectorAggregate
 
 __all__ = [
-    "Columns",
+    "Columns", "VectorAggregate", "WindowBatchFunction",
     "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountEvictor", "CountTrigger",
     "DynamicEventTimeSessionWindows", "DynamicProcessingTimeSessionWindows", "EventTimeSessionWindows",
     "EventTimeTrigger", "Evictor", "GLOBAL_WINDOW", "GlobalWindow", "GlobalWindows", "InvalidRecord", "InvalidRecordError", "KeyedProcessFunction",
