@@ -7,6 +7,7 @@ import argparse
 import importlib
 import time
 from pathlib import Path
+from types import ModuleType
 
 from statekit.jobs import DEFAULT_STATE_LAYOUT
 
@@ -14,30 +15,68 @@ from . import PARTS
 
 
 def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default",
-              state_layout: str = DEFAULT_STATE_LAYOUT, remote: str | None = None) -> dict[str, dict]:
+              state_layout: str = DEFAULT_STATE_LAYOUT, remote: str | None = None, users: list[int] | None = None,
+              fmt: str = "parquet", variants: list[str] | None = None) -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
     spark_only = {**({"scale": scale} if scale != "default" else {}),
                   **({"state_layout": state_layout} if state_layout != DEFAULT_STATE_LAYOUT else {}),
-                  **({"remote": remote} if remote else {})}
+                  **({"remote": remote} if remote else {}), **({"users": users} if users else {}),
+                  **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {})}
     if spark_only and parts != ["spark"]:
-        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in spark_only.items())
+        flags = " ".join(f"--{_FLAGS.get(k, k.replace('_', '-'))} {_text(v)}" for k, v in spark_only.items())
         raise SystemExit(f"{flags} applies to the spark part only: statekit bench spark {flags}")
     written = {}
     for part in parts:
         if part not in PARTS:
             raise SystemExit(f"unknown bench part {part!r}; valid: {', '.join(PARTS)}, all")
         t0 = time.perf_counter()
-        try:
-            module = importlib.import_module(PARTS[part])
-        except ImportError as e:
-            raise SystemExit(f"statekit bench {part} needs the bench extra ({e.name} is not installed): "
-                             f"pip install 'statekit[bench]'") from None
+        module = _part_module(part)
         report = module.run(quick=quick, **spark_only)
         paths = report.write(out_dir)
         print(f"[{part}] {time.perf_counter() - t0:.1f}s -> {', '.join(str(p) for p in paths.values())}")
         print(report.to_markdown())
         written[part] = paths
     return written
+
+
+_FLAGS = {"fmt": "format"}
+"""run_parts' spark-only arguments whose flag is not their name."""
+
+
+def _text(value: object) -> str:
+    """An argument as its flag takes it (a list comma-separated)."""
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _part_module(part: str) -> ModuleType:
+    """The part's module; a package of the bench extra missing says what to install."""
+    try:
+        return importlib.import_module(PARTS[part])
+    except ImportError as e:
+        raise SystemExit(f"statekit bench {part} needs the bench extra ({e.name} is not installed): "
+                         f"pip install 'statekit[bench]'") from None
+
+
+def _user_counts(text: str) -> list[int]:
+    """``--users 10000,400000``: positive whole numbers, comma-separated."""
+    counts = []
+    for item in text.split(","):
+        try:
+            counts.append(int(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item.strip()!r} is not a whole number; pass user counts "
+                                             f"comma-separated, e.g. 10000,400000,1000000") from None
+        if counts[-1] <= 0:
+            raise argparse.ArgumentTypeError(f"user counts must be positive, got {counts[-1]}")
+    return counts
+
+
+def _variants(text: str) -> list[str]:
+    """``--variants native,plain``: names of the spark part's variants (checked by the part itself)."""
+    try:
+        return _part_module("spark").check_variants([n.strip() for n in text.split(",") if n.strip()])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,8 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
     ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
-                    help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; heap, "
-                         "rocksdb and Spark native (spark-medium.*, spark-large.*)")
+                    help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; every "
+                         "variant but tws (spark-medium.*, spark-large.*)")
     ap.add_argument("--state-layout", choices=["table", "cells"], default=DEFAULT_STATE_LAYOUT,
                     help="spark only: statekit's state layout (sessionize --state-layout; another than the "
                          "default writes spark-*-<layout>.*)")
@@ -57,6 +96,17 @@ def main(argv: list[str] | None = None) -> None:
                     help="spark only: the same runs on Spark Connect sessions: sc://host:port (a running server, "
                          "whose Python workers have statekit) or local[2] (a server started per run); writes "
                          "spark-*-connect.*")
+    ap.add_argument("--users", type=_user_counts, default=None, metavar="N,N,...",
+                    help="spark only: user counts, comma-separated (e.g. 10000,400000,1000000), instead of the "
+                         "scale's (writes spark-*-users-10k-400k-1m.*)")
+    ap.add_argument("--format", dest="fmt", choices=["csv", "parquet"], default="parquet",
+                    help="spark only: the input files' format, read by every variant (csv writes spark-*-csv.*)")
+    ap.add_argument("--variants", type=_variants, default=None, metavar="NAME,...",
+                    help="spark only: the runs to make, comma-separated, of builtin (statekit sessionize), plain "
+                         "(run_keyed with a plain Python AggregateFunction), vectorized (the same as a numpy VectorAggregate), native (Spark's session_window) and "
+                         "tws (transformWithStateInPandas); default: all (medium and large: all but tws); a subset "
+                         "writes spark-*-<variants>.*")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
-    run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout, args.remote)
+    run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout, args.remote, args.users, args.fmt,
+              args.variants)

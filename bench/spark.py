@@ -1,7 +1,10 @@
-"""End to end on Spark (local[2]): statekit sessionize (heap, rocksdb) next to Spark's native
-streaming ``session_window`` and the same sessionization written with ``transformWithStateInPandas``.
+"""End to end on Spark (local[2]): statekit next to Spark's native streaming ``session_window`` and the same
+sessionization written with ``transformWithStateInPandas``. statekit runs, on each backend (heap, rocksdb),
+its built-in ``sessionize`` and a user's own logic through ``run_keyed`` (``user_logic``: a plain Python
+``AggregateFunction`` and ``ProcessWindowFunction``, and the same vectorized: a numpy ``VectorAggregate`` and
+an Arrow ``WindowBatchFunction``); ``VARIANTS`` lists them, ``--variants`` picks some.
 
-One generated clickstream per user count, written as 10 parquet files (quick: 3; one file per epoch
+One generated clickstream per user count, written as 10 parquet or csv files (quick: 3; one file per epoch
 / micro-batch, ``maxFilesPerTrigger=1``, ``availableNow``), the same Spark settings for every run
 (``local[2]``, ``spark.sql.shuffle.partitions`` = statekit partitions, RocksDB state store provider,
 10 s watermark delay, 30 s gap, sum+count per session). Each run is a fresh process with its own
@@ -31,26 +34,28 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from statekit.clickstream import sessionize_reference
+from statekit.clickstream import Click, sessionize_reference
 from statekit.jobs import DEFAULT_STATE_LAYOUT
 
 from .common import DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, clicks, progress, rate, run_isolated, timed
 from .report import BenchReport
+from .user_logic import session_operator, vectorized_session_operator
 
 MASTER = "local[2]"
 PARTITIONS = 2
 DELAY_MS = 10_000
 SENTINEL = "__end_of_input__"
-STATEKIT = {"heap": "statekit heap", "rocksdb": "statekit rocksdb"}
+BACKENDS = ("heap", "rocksdb")
 NATIVE, TWS = "spark session_window", "transformWithStateInPandas"
-GOALS = {(NATIVE, "default"): 1.0, (NATIVE, "medium"): 1.2, (NATIVE, "large"): 1.2,
-         (TWS, "default"): 10.0, (TWS, "medium"): 10.0, (TWS, "large"): 10.0}
-"""statekit's speedup goals over each Spark baseline per scale, for both backends (issue 13; TWS: issue 6)."""
 ROLES = {JVM: "driver JVM", WORKERS: "Python workers", HOSTS: "state hosts", PYTHON: "driver Python"}
 COLUMNS = ("user_id", "window_start", "window_end", "sum_value", "count")
+INPUT_SCHEMA = "user_id string, ts_ms long, value long"
+OUTPUT_SCHEMA = ", ".join(f"{c} {'string' if c == 'user_id' else 'long'}" for c in COLUMNS)
 BUDGET_S = 300
 """A Spark baseline query still running after this long is stopped and rated on the batches it finished."""
 
@@ -61,6 +66,18 @@ SETTINGS = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 """Spark settings of every run, classic or Connect (runtime settings: a Connect client can set them)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What one run reads and where it writes; ``backend`` and ``state_layout`` for statekit's runs."""
+
+    input_dir: str
+    work: str
+    fmt: str
+    backend: str | None = None
+    state_layout: str = DEFAULT_STATE_LAYOUT
+    remote: str | None = None
 
 
 def _spark(remote: str | None = None) -> Any:
@@ -82,33 +99,67 @@ def _sessions(path: str) -> list[tuple]:
     return sorted(row for row in zip(*(table.column(c).to_pylist() for c in COLUMNS)) if row[0] != SENTINEL)
 
 
-def run_statekit(backend: str, input_dir: str, work: str, state_layout: str = DEFAULT_STATE_LAYOUT,
-                 remote: str | None = None) -> dict:
-    """``statekit sessionize`` through its Python API, stream mode, ``--final``."""
+def _statekit_metrics(summary: Any, seconds: float) -> dict:
+    """A statekit run's wall seconds and output, and its epochs' metrics summed (``_timing`` shows them)."""
+    epochs = summary.epochs
+    return {"seconds": seconds, "output": summary.output, "late": summary.total("late"),
+            "batches": len(epochs), "snapshot_seconds": sum(m["snapshot_seconds"] for m in epochs),
+            "epoch_seconds": sum(m["seconds"] for m in epochs), "process_seconds": sum(m["process_seconds"] for m in epochs),
+            "setup_seconds": sum(m["setup_seconds"] for m in epochs),
+            "restore_seconds": sum(m["restore_seconds"] for m in epochs),
+            "fast_path": f"{sum(m['fast_path_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}",
+            "caught_up": f"{sum(m['caught_up_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}"}
+
+
+def run_builtin(spec: RunSpec) -> dict:
+    """``statekit sessionize`` through its Python API (built-in sum and count), stream mode, ``--final``."""
     from statekit.jobs import sessionize
 
-    spark = _spark(remote)
+    spark = _spark(spec.remote)
     summary, seconds = timed(lambda: sessionize(
-        spark, input=input_dir, output=f"{work}/out", key="user_id", time="ts_ms", gap=GAP_MS,
-        watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=backend, partitions=PARTITIONS,
-        fmt="parquet", mode="stream", trigger="available-now", final=True, state_layout=state_layout))
-    epochs = summary.epochs
-    out = {"seconds": seconds, "output": summary.output, "late": summary.total("late"),
-           "batches": len(epochs), "snapshot_seconds": sum(m["snapshot_seconds"] for m in epochs),
-           "epoch_seconds": sum(m["seconds"] for m in epochs), "process_seconds": sum(m["process_seconds"] for m in epochs),
-           "setup_seconds": sum(m["setup_seconds"] for m in epochs),
-           "restore_seconds": sum(m["restore_seconds"] for m in epochs),
-           "fast_path": f"{sum(m['fast_path_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}",
-           "caught_up": f"{sum(m['caught_up_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}"}
+        spark, input=spec.input_dir, output=f"{spec.work}/out", key="user_id", time="ts_ms", gap=GAP_MS,
+        watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=spec.backend, partitions=PARTITIONS,
+        fmt=spec.fmt, mode="stream", trigger="available-now", final=True, state_layout=spec.state_layout))
+    out = _statekit_metrics(summary, seconds)
     spark.stop()
     return out
 
 
-def _source(spark: Any, input_dir: str) -> Any:
+def run_plain(spec: RunSpec) -> dict:
+    """``run_keyed`` with a user's plain Python aggregate and window function (``user_logic``), read as the
+    Spark baselines read the files, stream mode, ``final``."""
+    return _run_user_logic(spec, session_operator)
+
+
+def run_vectorized(spec: RunSpec) -> dict:
+    """``run_plain`` with the same logic vectorized (``user_logic.VectorSumAndCount``, ``SessionColumns``)."""
+    return _run_user_logic(spec, vectorized_session_operator)
+
+
+def _run_user_logic(spec: RunSpec, make_operator: Callable[[int], Any]) -> dict:
+    """``run_keyed`` with the operator ``make_operator(gap)`` over the stream of input files."""
+    from statekit.spark import run_keyed
+
+    spark = _spark(spec.remote)
+    summary, seconds = timed(lambda: run_keyed(
+        _stream(spark, spec.input_dir, spec.fmt), key="user_id", time="ts_ms", columns=["value"],
+        operator_factory=partial(make_operator, GAP_MS), result_schema=OUTPUT_SCHEMA, output=f"{spec.work}/out",
+        watermark_delay=DELAY_MS, config={"backend": spec.backend}, partitions=PARTITIONS, final=True))
+    out = _statekit_metrics(summary, seconds)
+    spark.stop()
+    return out
+
+
+def _stream(spark: Any, input_dir: str, fmt: str) -> Any:
+    """The input files as a stream, one file per micro-batch, with their declared schema."""
+    reader = spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1)
+    return reader.options(**({"header": "true"} if fmt == "csv" else {})).format(fmt).load(input_dir)
+
+
+def _source(spark: Any, input_dir: str, fmt: str) -> Any:
     from pyspark.sql import functions as F
 
-    return (spark.readStream.schema("user_id string, ts_ms long, value long").option("maxFilesPerTrigger", 1)
-            .parquet(input_dir).withColumn("ts", F.timestamp_millis("ts_ms"))
+    return (_stream(spark, input_dir, fmt).withColumn("ts", F.timestamp_millis("ts_ms"))
             .withWatermark("ts", f"{DELAY_MS} milliseconds"))
 
 
@@ -139,27 +190,74 @@ def _run_query(spark: Any, df: Any, work: str, budget_s: float) -> dict:
     return out
 
 
-def run_native(input_dir: str, work: str, budget_s: float, remote: str | None = None) -> dict:
+def run_native(spec: RunSpec) -> dict:
     """Spark's streaming ``session_window`` aggregation, append mode, RocksDB state store."""
     from pyspark.sql import functions as F
 
-    spark = _spark(remote)
-    sessions = (_source(spark, input_dir).groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
+    spark = _spark(spec.remote)
+    sessions = (_source(spark, spec.input_dir, spec.fmt)
+                .groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
                 .agg(F.sum("value").alias("sum_value"), F.count("*").alias("count"))
                 .select("user_id", F.unix_millis("session_window.start").alias("window_start"),
                         F.unix_millis("session_window.end").alias("window_end"), "sum_value", "count"))
-    return _run_query(spark, sessions, work, budget_s)
+    return _run_query(spark, sessions, spec.work, BUDGET_S)
 
 
-def run_tws(input_dir: str, work: str, budget_s: float, remote: str | None = None) -> dict:
+def run_tws(spec: RunSpec) -> dict:
     """The same sessions with ``transformWithStateInPandas`` (event-time timers, RocksDB state store)."""
-    spark = _spark(remote)
-    df = (_source(spark, input_dir).groupBy("user_id")
-          .transformWithStateInPandas(statefulProcessor=session_processor()(GAP_MS),
-                                      outputStructType=", ".join(f"{c} {'string' if c == 'user_id' else 'long'}"
-                                                                 for c in COLUMNS),
+    spark = _spark(spec.remote)
+    df = (_source(spark, spec.input_dir, spec.fmt).groupBy("user_id")
+          .transformWithStateInPandas(statefulProcessor=session_processor()(GAP_MS), outputStructType=OUTPUT_SCHEMA,
                                       outputMode="Append", timeMode="EventTime"))
-    return _run_query(spark, df, work, budget_s)
+    return _run_query(spark, df, spec.work, BUDGET_S)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A kind of run: its runner (module level: each run is a fresh process) and whether it is statekit's
+    (one run per backend, on the input files, closed by ``final``) or a Spark baseline (on the files
+    with the sentinel)."""
+
+    title: str
+    runner: Callable[[RunSpec], dict]
+    statekit: bool
+
+
+VARIANTS = {
+    "builtin": Variant("statekit sessionize (built-in sum and count)", run_builtin, statekit=True),
+    "plain": Variant("statekit run_keyed, a plain Python AggregateFunction + ProcessWindowFunction", run_plain,
+                     statekit=True),
+    "vectorized": Variant("statekit run_keyed, the same logic as a numpy VectorAggregate + an Arrow "
+                          "WindowBatchFunction", run_vectorized, statekit=True),
+    "native": Variant(NATIVE, run_native, statekit=False),
+    "tws": Variant(TWS, run_tws, statekit=False),
+}
+"""``--variants`` names, in the order a run goes. A new variant is a runner taking a ``RunSpec`` (as
+``run_plain``), a line here and its goal in ``GOALS``."""
+GOALS = {("builtin", "native"): 2.0, ("plain", "native"): 1.5, ("vectorized", "native"): 2.0,
+         ("builtin", "tws"): 10.0}
+"""Each statekit variant's speedup goal over a Spark baseline, at every user count (issue 39; TWS: issue 6)."""
+
+
+def check_variants(names: list[str]) -> list[str]:
+    """``names`` if each is one of ``VARIANTS``; else a ValueError naming the unknown ones and the valid ones."""
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise ValueError(f"unknown variant(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
+                         f"valid: {', '.join(VARIANTS)} (comma-separated, e.g. native,plain,builtin)")
+    return names
+
+
+def run_label(name: str, backend: str | None) -> str:
+    """How the report names one run: ``statekit heap`` (built-in), ``statekit plain heap``, or the baseline's title."""
+    if not VARIANTS[name].statekit:
+        return VARIANTS[name].title
+    return f"statekit {backend}" if name == "builtin" else f"statekit {name} {backend}"
+
+
+def backends_of(name: str) -> tuple[str | None, ...]:
+    """The backends a variant runs on: both for statekit's, none for a Spark baseline."""
+    return BACKENDS if VARIANTS[name].statekit else (None,)
 
 
 def merge_sessions(sessions: list[tuple], ts: Any, values: Any, gap_ms: int) -> list[tuple]:
@@ -221,24 +319,21 @@ def session_processor() -> type:
     return SessionProcessor
 
 
-def _inputs(root: Path, n_events: int, n_users: int, files: int) -> tuple[str, str, list[tuple]]:
+def _inputs(root: Path, n_events: int, n_users: int, files: int, fmt: str) -> tuple[str, str, list[tuple]]:
     """Write the input files, and a copy with the sentinel file for Spark's own operators; also
     return the reference sessions."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from statekit.jobs import write_clickstream
 
     data = clicks(n_events, n_users)
-    paths = write_clickstream(data, root / "input", files=files, fmt="parquet")
+    paths = write_clickstream(data, root / "input", files=files, fmt=fmt)
     spark_dir = root / "input-with-sentinel"
     spark_dir.mkdir()
     for p in paths:
         os.link(p, spark_dir / p.name)
     end = max(c.ts_ms for c in data) + 100 * (GAP_MS + DELAY_MS)
-    sentinel = spark_dir / f"part-{files:05d}.parquet"
-    pq.write_table(pa.table({"user_id": [SENTINEL], "ts_ms": pa.array([end], pa.int64()),
-                             "value": pa.array([0], pa.int64())}), sentinel)
+    [written] = write_clickstream([Click(SENTINEL, end, 0)], root / "sentinel", files=1, fmt=fmt)
+    sentinel = spark_dir / f"part-{files:05d}.{fmt}"
+    written.rename(sentinel)
     mtime = paths[-1].stat().st_mtime + 1
     os.utime(sentinel, (mtime, mtime))
     return str(root / "input"), str(spark_dir), sessionize_reference(data, GAP_MS)
@@ -270,99 +365,164 @@ SCALES = {
     "large": {"events": 5_000_000, "users": [1_000_000], "files": 10, "tws": False},
 }
 """Sizes of ``statekit bench spark`` (``--scale medium``/``large``: the large-state cases of issue 13,
-without the much slower transformWithStateInPandas); ``--quick`` shrinks any to a smoke run."""
+without the much slower transformWithStateInPandas unless ``--variants`` names it); ``--users`` replaces
+a scale's user counts; ``--quick`` shrinks any to a smoke run."""
+
+
+def _count_tag(n: int) -> str:
+    """``1m``, ``400k``, ``2500``: a user count in a report's name."""
+    for size, suffix in ((1_000_000, "m"), (1_000, "k")):
+        if n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
+
+
+def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str,
+                remote: str | None) -> str:
+    """``spark`` and what differs from a default run: ``spark-medium-csv-users-10k-1m-native-plain-cells-connect``."""
+    tags = [scale if scale != "default" else "", fmt if fmt != "parquet" else "",
+            "users-" + "-".join(_count_tag(u) for u in users) if users else "", "-".join(variants or ()),
+            state_layout if state_layout != DEFAULT_STATE_LAYOUT else "", "connect" if remote else ""]
+    return "-".join(["spark", *filter(None, tags)])
 
 
 def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT_STATE_LAYOUT,
-        remote: str | None = None) -> BenchReport:
-    """Every variant per user count; with ``remote`` on Spark Connect sessions (see the module's notes)."""
+        remote: str | None = None, users: list[int] | None = None, fmt: str = "parquet",
+        variants: list[str] | None = None) -> BenchReport:
+    """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files; with
+    ``remote`` on Spark Connect sessions (see the module's notes)."""
     size = SCALES[scale]
     n_events, files = (20_000, 3) if quick else (size["events"], size["files"])
-    user_counts = [2_000] if quick else size["users"]
-    name = "-".join(["spark"] + ([scale] if scale != "default" else []) + ([state_layout] if state_layout != DEFAULT_STATE_LAYOUT else [])
-                    + (["connect"] if remote else []))
+    user_counts = users or ([2_000] if quick else size["users"])
+    names = ([n for n in VARIANTS if n in check_variants(variants)] if variants
+             else [n for n in VARIANTS if n != "tws" or size["tws"]])
     session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")
                else " (a running server: its memory is not sampled)") if remote else "classic")
-    rep = BenchReport(name, params={"state_layout": state_layout, "session": session,
+    rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote), params={
+        "state_layout": state_layout, "session": session,
         "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
-        "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": "parquet",
+        "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": fmt,
         "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",
-        "trigger": "availableNow, maxFilesPerTrigger=1", "spark_query_budget_s": BUDGET_S, "statekit": "sessionize --mode stream --final",
+        "trigger": "availableNow, maxFilesPerTrigger=1", "spark_query_budget_s": BUDGET_S,
+        "variants": {n: VARIANTS[n].title for n in names},
+        "goals": {f"{n} vs {VARIANTS[b].title}": f">= {g:g}x" for (n, b), g in GOALS.items() if n in names and b in names},
+        "statekit": "builtin: sessionize --mode stream --final; plain and vectorized: run_keyed(final=True) with "
+                    "statekit.bench.user_logic, state layouts cells (plain) and table (vectorized); state_layout "
+                    "applies to builtin",
         "spark_end_of_input": "sentinel event file (see notes)"})
-    variants = [*STATEKIT.values(), NATIVE, *([TWS] if size["tws"] else [])]
-    missing = tws_unavailable()
+    missing = tws_unavailable() if "tws" in names else None
     if missing:
         rep.params["skipped"] = {TWS: missing}
-    runs = [(u, v) for u in user_counts for v in variants if not (v == TWS and missing)]
+    runs = [(u, n, b) for u in user_counts for n in names for b in backends_of(n) if not (n == "tws" and missing)]
     results: dict[tuple[int, str], tuple[dict, PeakRSS]] = {}
     with tempfile.TemporaryDirectory(prefix="statekit-bench-spark-") as tmp:
         inputs = {}
-        for users in user_counts:
-            root = Path(tmp, f"users-{users}")
+        for u in user_counts:
+            root = Path(tmp, f"users-{u}")
             root.mkdir()
-            inputs[users] = _inputs(root, n_events, users, files)
-        for users, variant in progress(runs, total=len(runs), desc="spark"):
-            plain_dir, sentinel_dir, _ = inputs[users]
-            work = Path(tmp, f"users-{users}", variant.replace(" ", "-"))
+            inputs[u] = _inputs(root, n_events, u, files, fmt)
+        for u, name, backend in progress(runs, total=len(runs), desc="spark"):
+            plain_dir, sentinel_dir, _ = inputs[u]
+            label = run_label(name, backend)
+            work = Path(tmp, f"users-{u}", label.replace(" ", "-"))
             work.mkdir()
-            if variant in (NATIVE, TWS):
-                fn = run_native if variant == NATIVE else run_tws
-                results[(users, variant)] = run_isolated(fn, sentinel_dir, str(work), BUDGET_S, remote)
-            else:
-                backend = next(b for b, name in STATEKIT.items() if name == variant)
-                results[(users, variant)] = run_isolated(run_statekit, backend, plain_dir, str(work), state_layout, remote)
-            res = results[(users, variant)][0]
+            variant = VARIANTS[name]
+            spec = RunSpec(plain_dir if variant.statekit else sentinel_dir, str(work), fmt, backend, state_layout,
+                           remote)
+            results[(u, label)] = run_isolated(variant.runner, spec)
+            res = results[(u, label)][0]
             if "output" in res:
                 res["sessions"] = _sessions(res.pop("output"))
             shutil.rmtree(work, ignore_errors=True)
         references = {u: inputs[u][2] for u in user_counts}
-    _report(rep, n_events, user_counts, variants, results, references, scale)
+    _report(rep, n_events, user_counts, names, results, references)
     return rep
 
 
-def _report(rep: BenchReport, n_events: int, user_counts: list[int], variants: list[str],
-            results: dict[tuple[int, str], tuple[dict, PeakRSS]], references: dict[int, list[tuple]],
-            scale: str = "default") -> None:
-    rates_line: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
-    rss_line: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
+def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list[str],
+            results: dict[tuple[int, str], tuple[dict, PeakRSS]], references: dict[int, list[tuple]]) -> None:
+    """Per user count, each statekit variant (heap and rocksdb side by side) against each Spark baseline
+    that ran: events/s with the speedup and its goal, sessions checked against the reference, peak RSS;
+    and the plots: events/s, peak RSS and the speedup over Spark's session_window per run."""
+    labels = [run_label(n, b) for n in names for b in backends_of(n)]
+    rates_line: dict[str, list[tuple[float, float]]] = {v: [] for v in labels}
+    rss_line: dict[str, list[tuple[float, float]]] = {v: [] for v in labels}
+    speedup_line: dict[str, list[tuple[float, float]]] = {run_label(n, b): [] for n in names if VARIANTS[n].statekit
+                                                          for b in BACKENDS}
     for users in user_counts:
         ref = references[users]
-        got = {v: results[(users, v)] for v in variants if (users, v) in results}
+        got = {v: results[(users, v)] for v in labels if (users, v) in results}
         rates = {v: rate(res.get("events", n_events), res["seconds"]) for v, (res, _) in got.items()}
         for v, (res, peak) in got.items():
             rates_line[v].append((users, rates[v]))
             rss_line[v].append((users, peak.mib()))
+            if v in speedup_line and NATIVE in rates:
+                speedup_line[v].append((users, rates[v] / rates[NATIVE]))
         agree = {v: f"not compared: stopped after {BUDGET_S} s, rated on its {res['batches']} finished batches"
                  if "sessions" not in res else "identical to reference" if res["sessions"] == ref else
                  f"DIFFERS: {len(res['sessions']):,} sessions, "
                  f"{len(set(res['sessions']) - set(ref)):,} not in reference, {res['late']} late"
                  for v, (res, _) in got.items()}
-        tag = f"{n_events:,} events, {users:,} users"
-        for base in (NATIVE, TWS):
-            if base not in got:
-                continue
-            speedup = {b: rates[name] / rates[base] for b, name in STATEKIT.items() if name in rates}
-            goal = GOALS[(base, scale)]
-            verdicts = ", ".join(f"{b} {'met' if x >= goal else 'MISSED'}" for b, x in speedup.items())
-            rep.add(f"events/s vs {base} ({tag})", "events/s", heap=rates.get(STATEKIT["heap"]),
-                    rocksdb=rates.get(STATEKIT["rocksdb"]), baseline=rates[base], baseline_name=base,
-                    notes=f"speedup heap {speedup.get('heap', 0):.2f}x, rocksdb {speedup.get('rocksdb', 0):.2f}x "
-                          f"(goal >= {goal:g}x: {verdicts}); "
-                          + "; ".join(_timing(v, res) for v, (res, _) in got.items() if v in (base, *STATEKIT.values())))
-            rep.add(f"sessions vs {base} ({tag})", "sessions",
-                    heap=_count(got, STATEKIT["heap"]), rocksdb=_count(got, STATEKIT["rocksdb"]),
-                    baseline=_count(got, base), baseline_name=base,
-                    notes=f"reference {len(ref):,}; " + "; ".join(f"{v}: {agree[v]}" for v in got))
-            for role, label in ROLES.items():
-                rep.add(f"peak RSS {label} vs {base} ({tag})", "MiB",
-                        heap=_rss(got, STATEKIT["heap"], role), rocksdb=_rss(got, STATEKIT["rocksdb"], role),
-                        baseline=_rss(got, base, role), baseline_name=base,
-                        notes="none: session_window runs in the JVM" if base == NATIVE and role in (WORKERS, HOSTS) else "")
-            rep.add(f"peak RSS whole process tree vs {base} ({tag})", "MiB",
-                    heap=_rss(got, STATEKIT["heap"]), rocksdb=_rss(got, STATEKIT["rocksdb"]),
-                    baseline=_rss(got, base), baseline_name=base)
+        ours = [n for n in names if VARIANTS[n].statekit] or [None]
+        bases = [n for n in names if not VARIANTS[n].statekit and VARIANTS[n].title in got] or [None]
+        comparison = _Comparison(rep, f"{n_events:,} events, {users:,} users", got, rates, agree, len(ref))
+        for name in ours:
+            for base in bases:
+                if name or base:
+                    comparison.add(name, base)
     rep.series("end to end on Spark local[2]", "users", "events/s", rates_line, log_x=True, log_y=True)
     rep.series("peak RSS, whole process tree", "users", "MiB", rss_line, log_x=True)
+    if any(speedup_line.values()):
+        rep.series(f"speedup over {NATIVE}", "users", "x", speedup_line, log_x=True)
+
+
+@dataclass
+class _Comparison:
+    """The figures of one user count: ``add`` puts a statekit variant's heap and rocksdb runs next to a
+    baseline's (either may be None when ``--variants`` leaves it out)."""
+
+    rep: BenchReport
+    tag: str
+    got: dict[str, tuple[dict, PeakRSS]]
+    rates: dict[str, float]
+    agree: dict[str, str]
+    reference: int
+
+    def add(self, name: str | None, base: str | None) -> None:
+        heap, rocksdb = (run_label(name, b) for b in BACKENDS) if name else (None, None)
+        baseline = VARIANTS[base].title if base else None
+        runs = [v for v in (heap, rocksdb, baseline) if v in self.got]
+        tag = f"({name}, {self.tag})" if name and name != "builtin" else f"({self.tag})"
+        vs = f" vs {baseline}" if baseline else ""
+        notes = "; ".join(_timing(v, self.got[v][0]) for v in runs)
+        if name and baseline in self.rates:
+            speedup = {b: self.rates[v] / self.rates[baseline] for b, v in zip(BACKENDS, (heap, rocksdb))
+                       if v in self.rates}
+            goal = GOALS.get((name, base))
+            verdicts = "" if goal is None else (f" (goal >= {goal:g}x: " + ", ".join(
+                f"{b} {'met' if x >= goal else 'MISSED'}" for b, x in speedup.items()) + ")")
+            notes = "speedup " + ", ".join(f"{b} {x:.2f}x" for b, x in speedup.items()) + f"{verdicts}; {notes}"
+        self._add(f"events/s{vs} {tag}", "events/s", [self.rates.get(v) for v in (heap, rocksdb, baseline)],
+                  baseline, notes)
+        self._add(f"sessions{vs} {tag}", "sessions", [self._count(v) for v in (heap, rocksdb, baseline)],
+                  baseline, f"reference {self.reference:,}; " + "; ".join(f"{v}: {self.agree[v]}" for v in runs))
+        for role, label in ROLES.items():
+            self._add(f"peak RSS {label}{vs} {tag}", "MiB",
+                      [self._rss(v, role) for v in (heap, rocksdb, baseline)], baseline,
+                      "none: session_window runs in the JVM" if base == "native" and role in (WORKERS, HOSTS) else "")
+        self._add(f"peak RSS whole process tree{vs} {tag}", "MiB",
+                  [self._rss(v) for v in (heap, rocksdb, baseline)], baseline)
+
+    def _add(self, name: str, unit: str, values: list[float | None], baseline: str | None, notes: str = "") -> None:
+        self.rep.add(name, unit, heap=values[0], rocksdb=values[1], baseline=values[2], baseline_name=baseline or "",
+                     notes=notes)
+
+    def _count(self, variant: str | None) -> int | None:
+        res = self.got[variant][0] if variant in self.got else {}
+        return len(res["sessions"]) if "sessions" in res else None
+
+    def _rss(self, variant: str | None, role: str | None = None) -> float | None:
+        return self.got[variant][1].mib(role) if variant in self.got else None
 
 
 def _timing(variant: str, res: dict) -> str:
@@ -379,11 +539,3 @@ def _timing(variant: str, res: dict) -> str:
                  f"{res['snapshot_seconds']:.1f} s (restores and snapshots {share:.1%}), Spark and the rest {spark:.1f} s; "
                  f"fast path {res['fast_path']}, caught up {res['caught_up']} partition-epochs)")
     return text
-
-
-def _count(got: dict[str, tuple[dict, PeakRSS]], variant: str) -> int | None:
-    return len(got[variant][0]["sessions"]) if variant in got and "sessions" in got[variant][0] else None
-
-
-def _rss(got: dict[str, tuple[dict, PeakRSS]], variant: str, role: str | None = None) -> float | None:
-    return got[variant][1].mib(role) if variant in got else None

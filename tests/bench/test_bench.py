@@ -13,7 +13,9 @@ import pytest
 
 from statekit.bench import PARTS
 
-SPARK_TAGS = ["(20,000 events, 2,000 users)"]
+SPARK_TAGS = ["(20,000 events, 2,000 users)", "(plain, 20,000 events, 2,000 users)",
+              "(vectorized, 20,000 events, 2,000 users)"]
+"""The built-in path's figures and the user logic's, plain and vectorized (``run_keyed``, ``bench/user_logic.py``)."""
 EXPECTED = {
     "ops": [
         *(name for op in ("value get+update (set_current_key per op)", "value get+update (cold: first pass, new keys)",
@@ -86,7 +88,8 @@ def test_part_report(out_dir: Path, part: str) -> None:
 
 
 def test_spark_sessions_agree(out_dir: Path) -> None:
-    """Every Spark variant produced the reference sessions (differences are reported in the notes)."""
+    """Every Spark variant, the plain Python aggregate's included, produced the reference sessions (differences
+    are reported in the notes)."""
     data = json.loads((out_dir / "spark.json").read_text())
     for f in data["figures"]:
         if f["name"].startswith("sessions vs"):

@@ -1,0 +1,59 @@
+"""`statekit bench spark` options: --users, --format and --variants reach the spark part, a bad value is refused
+before anything runs (exit 2, naming it and the valid ones), and the report's name tells what was run."""
+
+from __future__ import annotations
+
+import pytest
+
+from statekit.bench import runner
+from statekit.bench.spark import report_name
+
+
+@pytest.fixture
+def no_run(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """``runner.run_parts`` replaced: the calls main makes, nothing run."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(runner, "run_parts", lambda *args: calls.append(args))
+    return calls
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--format", "json"], "argument --format: invalid choice: 'json' (choose from 'csv', 'parquet')"),
+    (["--variants", "native,fancy"],
+     "argument --variants: unknown variant(s) 'fancy'; valid: builtin, plain, vectorized, native, tws"),
+    (["--variants", ","], "unknown variant(s) (none given)"),
+    (["--users", "10000,10k"], "argument --users: '10k' is not a whole number"),
+    (["--users", "0"], "user counts must be positive, got 0"),
+])
+def test_a_bad_spark_option_exits_2_naming_it(no_run, capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        runner.main(["spark", *argv])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not no_run
+
+
+def test_spark_options_reach_the_spark_part(no_run):
+    runner.main(["spark", "--users", "10000,400000,1000000", "--format", "csv", "--variants", "plain, native"])
+    [(parts, quick, _out, scale, layout, remote, users, fmt, variants)] = no_run
+    assert (parts, quick, scale, remote) == (["spark"], False, "default", None)
+    assert (users, fmt, variants) == ([10_000, 400_000, 1_000_000], "csv", ["plain", "native"])
+
+
+@pytest.mark.parametrize(("kwargs", "flags"), [
+    ({"users": [10_000, 400_000]}, "--users 10000,400000"), ({"fmt": "csv"}, "--format csv"),
+    ({"variants": ["native", "plain"]}, "--variants native,plain"),
+])
+def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
+    with pytest.raises(SystemExit, match=f"^{flags} applies to the spark part only: statekit bench spark {flags}$"):
+        runner.run_parts(["windows"], True, tmp_path, **kwargs)
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (("default", "parquet", None, None, "table", None), "spark"),
+    (("medium", "parquet", None, None, "cells", "sc://h:1"), "spark-medium-cells-connect"),
+    (("default", "csv", [10_000, 400_000, 1_000_000], None, "table", None), "spark-csv-users-10k-400k-1m"),
+    (("large", "parquet", [2_500], ["native", "plain"], "table", None), "spark-large-users-2500-native-plain"),
+])
+def test_the_report_name_tells_format_users_and_variants(args, name):
+    assert report_name(*args) == name
