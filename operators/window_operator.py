@@ -10,13 +10,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from statekit import PackedAggregate
+from statekit import AggregateFunction, PackedAggregate
 
 from .assigners import WindowAssigner
 from .columnar_window import ColumnarWindowOperator
 from .evicting_window import EvictingWindowOperator
 from .evictors import Evictor
 from .functions import ProcessWindowFunction
+from .packed_records import PackedRecords
 from .record_window import RecordWindowOperator
 from .session_table import SessionTable
 from .triggers import EventTimeTrigger, Trigger
@@ -36,11 +37,14 @@ def WindowOperator(assigner: WindowAssigner, function: Any, window_function: Pro
     default trigger, no evictor and an incremental function run columnar, on one stored value per key;
     ``columnar=False`` keeps them on the record path, which gives the same results (for comparisons and
     benchmarks). ``state_layout="table"`` stores event-time sessions of a PackedAggregate (such as
-    RowAggregate) as one columnar table of all keys."""
+    RowAggregate) as one columnar table of all keys; another AggregateFunction whose accumulator is a
+    flat tuple or list of ints, floats and bools is packed for it (``PackedRecords``)."""
     if not isinstance(assigner, WindowAssigner):
         raise TypeError(f"assigner must be a WindowAssigner, got {type(assigner).__name__}")
     if state_layout not in STATE_LAYOUTS:
         raise ValueError(f"state_layout must be one of {STATE_LAYOUTS}, got {state_layout!r}")
+    if state_layout == "table" and isinstance(function, AggregateFunction) and not isinstance(function, PackedAggregate):
+        function = PackedRecords(function)
     trigger = trigger if trigger is not None else assigner.get_default_trigger()
     evictor = evictor if evictor is not None else assigner.get_default_evictor()
     args = (assigner, function, window_function, trigger, evictor, allowed_lateness, late_output_tag, invalid_output_tag)
@@ -52,7 +56,8 @@ def WindowOperator(assigner: WindowAssigner, function: Any, window_function: Pro
         operator = EvictingWindowOperator(*args) if evictor is not None else RecordWindowOperator(*args)
     if state_layout == "table" and (spec is None or not isinstance(function, PackedAggregate)):
         raise ValueError("state_layout='table' takes event-time session windows with the default trigger, "
-                         "no evictor, columnar=True and a PackedAggregate function (such as RowAggregate)")
+                         "no evictor, columnar=True and an AggregateFunction (a PackedAggregate such as RowAggregate, or "
+                         "one whose accumulator is a flat tuple or list of numbers)")
     return operator
 
 
