@@ -407,8 +407,7 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
         "variants": {n: VARIANTS[n].title for n in names},
         "goals": {f"{n} vs {VARIANTS[b].title}": f">= {g:g}x" for (n, b), g in GOALS.items() if n in names and b in names},
         "statekit": "builtin: sessionize --mode stream --final; plain and vectorized: run_keyed(final=True) with "
-                    "statekit.bench.user_logic, state layouts cells (plain) and table (vectorized); state_layout "
-                    "applies to builtin",
+                    "statekit.bench.user_logic, state layout table; state_layout applies to builtin",
         "spark_end_of_input": "sentinel event file (see notes)"})
     missing = tws_unavailable() if "tws" in names else None
     if missing:

@@ -39,9 +39,10 @@ class SessionRow(ProcessWindowFunction):
 
 
 def session_operator(gap_ms: int) -> KeyedOperator:
-    """The operator ``run_keyed`` builds in each task (pass ``functools.partial(session_operator, gap)``)."""
+    """The operator ``run_keyed`` builds in each task (pass ``functools.partial(session_operator, gap)``): the
+    sessions of all keys kept as one columnar table, which takes an accumulator of a flat tuple of numbers."""
     return WindowOperator(EventTimeSessionWindows.with_gap(gap_ms), function=SumAndCount(),
-                          window_function=SessionRow())
+                          window_function=SessionRow(), state_layout="table")
 
 
 class VectorSumAndCount(VectorAggregate):
