@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
@@ -18,7 +17,8 @@ from statekit.checkpoint.job import compare
 from statekit.operators import EventTimeSessionWindows, WindowOperator
 from statekit.operators.packed_records import PackedRecords
 from statekit.operators.session_table import SessionTable
-from tests.operators.test_session_table import columns_of, harness
+from tests.operators.test_session_table import harness
+from tests.operators.windows_differential import BRIDGING, EPOCHS, KEY_FORMS, REFIRE, drive
 from tests.operators_support import KeyedWindowResult, fresh_stretch
 
 GAP = 10
@@ -87,45 +87,15 @@ class Mixed(AggregateFunction):
 
 
 FUNCTIONS = {"hash": OrderHash, "in-place": InPlace, "mixed": Mixed}
-HALVES = st.integers(-40, 40).map(lambda v: v / 2)  # exact sums in any order
-KEYS = ["a", "b", "c"]
-KEY_FORMS = {"str": (lambda n, k: f"{n}/{k}", pa.string()), "int": (lambda n, k: n * 4 + KEYS.index(k), pa.int64())}
-# epochs: rows (key, time offset, x, y), in time order or not, fed as columns (Python, Arrow) or records,
-# watermark advance, and whether the table is then snapshotted and restored into a new backend
-ROWS = st.tuples(st.sampled_from(KEYS), st.integers(-25, 40), st.integers(-50, 50), HALVES)
-EPOCHS = st.lists(st.tuples(st.lists(ROWS, max_size=25), st.booleans(), st.sampled_from(["python", "arrow", "records"]),
-                            st.integers(0, 25), st.booleans()), min_size=1, max_size=5)
-# stored sessions [0, 10) and [25, 35) of "a" (restored); 10 touches the first and 18 bridges both (in
-# time order: packed runs merged into stored rows); then records behind the watermark re-fire them
-BRIDGING = [([("a", 0, 1, 0.5), ("a", 25, 2, 1.5)], True, "arrow", 0, True),
-            ([("a", 10, 4, 2.5), ("a", 18, -4, -1.0), ("a", 100, 5, 3.0), ("b", 2, 7, 0.5)], True, "python", 40, False),
-            ([("a", 20, 7, -2.0), ("a", 36, 9, 4.5), ("b", -2, 8, 1.0), ("c", -30, 1, 1.0)], False, "python", 5, True)]
 # "a" holds an int beyond int64 (unpacked, restored), then merges with a packed session of its own
 UNPACKED = [([("a", 0, BIG, 0.5), ("b", 3, 1, 0.5), ("a", 14, 2, 1.0)], True, "python", 0, True),
             ([("a", 7, 4, -0.0), ("b", 8, 3, -0.0)], True, "python", 30, True)]
-
-# a session of "a" fired but kept (lateness), restored; then a record behind the watermark re-fires it
-REFIRE = [([("a", 5, 1, 0.5), ("a", 6, 2, 1.5)], True, "python", 16, True),
-          ([("a", -9, 3, -1.0), ("b", -8, 4, 2.0)], True, "arrow", 30, False)]  # times as offsets from the watermark
-
 
 def operator(function: str, lateness: int, table: bool) -> WindowOperator:
     """The table (``table``) or the record path's operator of the same plain function."""
     extra = {"state_layout": "table"} if table else {"columnar": False}
     return WindowOperator(EventTimeSessionWindows.with_gap(GAP), FUNCTIONS[function](), window_function=KeyedWindowResult(True),
                           allowed_lateness=lateness, late_output_tag="late", **extra)
-
-
-def feed(h, recs: list, how: str, key_type: pa.DataType) -> None:
-    if how == "records":
-        h.process_batch(recs)
-        return
-    keys, times, cols = columns_of(recs)
-    cols = cols[:2] if recs else [[], []]
-    if how == "arrow":
-        cols = [pa.array(c, t) for c, t in zip(cols, [pa.int64(), pa.float64()])]
-        keys = pa.array(keys, key_type)
-    h.process_columns(keys, times, cols)
 
 
 @pytest.mark.parametrize("function", list(FUNCTIONS))
@@ -142,7 +112,7 @@ def test_table_equals_the_record_path(backend_name, tmp_path, monkeypatch, funct
         return real_merge(self, words, starts)
     monkeypatch.setattr(PackedRecords, "merge_packed", counted)
     dirs, examples = itertools.count(1), itertools.count()
-    seen = {"restored": 0, "listed": 0, "late": 0, "refired": 0}
+    seen = {"restored": 0, "listed": 0, "late": 0, "fired": 0, "refired": 0}
     carried = dict.fromkeys(fast.metrics, 0)  # metrics of the operators restored from
 
     @settings(max_examples=25 if backend_name == "heap" else 10, deadline=None,
@@ -153,43 +123,14 @@ def test_table_equals_the_record_path(backend_name, tmp_path, monkeypatch, funct
     @example(epochs=REFIRE, key_form="str")
     def check(epochs, key_form):
         nonlocal fast
-        n = next(examples)
-        key_of, key_type = KEY_FORMS[key_form]
-        wm = fresh_stretch(fast, reference)
-        fired = []
-        for records, in_time_order, how, advance, restore in epochs:
-            recs = [(key_of(n, k), (x, y), wm + dt) for k, dt, x, y in records]
-            if in_time_order:
-                recs.sort(key=lambda r: r[2])
-            reference.process_batch(recs)
-            feed(fast, recs, how, key_type)
-            out = reference.output()  # late-but-allowed re-fires
-            assert repr(fast.output()) == repr(out)
-            fired += [value[:2] for value, _ in out]
-            late = reference.side_output("late")
-            assert repr(fast.side_output("late")) == repr(late)
-            seen["late"] += len(late)
-            seen["listed"] += bool(fast.operator._engine._overflow)
-            if restore:
-                snapshot = fast.snapshot()
-                for name, value in fast.metrics.items():
-                    carried[name] += value
-                fast.close()
-                fast = harness(operator(function, lateness, True), backend_name, tmp_path / f"f{next(dirs)}", snapshot)
-                seen["restored"] += 1
-            wm += advance
-            for h in (fast, reference):
-                h.process_watermark(wm)
-            out = reference.output()
-            assert repr(fast.output()) == repr(out)
-            fired += [value[:2] for value, _ in out]
-            assert {k: v + carried[k] for k, v in fast.metrics.items()} == reference.metrics
-        for h in (fast, reference):
-            h.process_watermark(wm + 500)
-        assert repr(fast.output()) == repr(reference.output())
-        fast.backend.flush()
-        assert fast.num_entries() == reference.num_entries() == 0
-        seen["refired"] += len(fired) - len(set(fired))
+
+        def listed(h):
+            seen["listed"] += bool(h.operator._engine._overflow)
+
+        def remake(snapshot):
+            return harness(operator(function, lateness, True), backend_name, tmp_path / f"f{next(dirs)}", snapshot)
+        fast = drive(fast, reference, epochs, next(examples), key_form, fresh_stretch(fast, reference), 2, remake,
+                     carried, seen, listed)
 
     check()
     assert seen["restored"] and seen["listed"] and merges[0], (seen, merges)

@@ -21,6 +21,7 @@ from statekit.operators import (EventTimeSessionWindows, Output, ProcessWindowFu
 from statekit.operators.columnar_window import ColumnarWindowOperator
 from statekit.operators.record_window import RecordWindowOperator
 from tests.operators.test_session_table import columns_of, harness
+from tests.operators.windows_differential import BRIDGING, EPOCHS, KEY_FORMS, REFIRE, drive
 from tests.operators_support import fresh_stretch
 from tests.test_readme import ROOT, blocks
 
@@ -138,29 +139,9 @@ CASES = [  # (aggregate, assigner, state layout, window function: batch or none)
     ("stats", "sliding", "cells", "none"), ("extremes", "sessions", "cells", "batch"),
     ("extremes", "sessions", "table", "none"), ("extremes", "sliding", "cells", "batch"),
 ]
-HALVES = st.integers(-40, 40).map(lambda v: v / 2)  # exact sums in any order
-KEYS = ["a", "b", "c"]
-KEY_FORMS = {"str": (lambda n, k: f"{n}/{k}", pa.string()), "int": (lambda n, k: n * 4 + KEYS.index(k), pa.int64())}
-# epochs: rows (key, time offset, x, y), in time order or not, fed as columns (Python, Arrow) or records,
-# watermark advance, and whether the fast operator is then snapshotted and restored into a new backend
-ROWS = st.tuples(st.sampled_from(KEYS), st.integers(-25, 40), st.integers(-50, 50), HALVES)
-EPOCHS = st.lists(st.tuples(st.lists(ROWS, max_size=25), st.booleans(), st.sampled_from(["python", "arrow", "records"]),
-                            st.integers(0, 25), st.booleans()), min_size=1, max_size=5)
-# stored sessions [0, 10) and [25, 35) of "a" (restored); then 10 (touches the first) and 18 (bridges both),
-# in time order: runs merged into stored sessions; then records behind the watermark re-fire them
-BRIDGING = [([("a", 0, 1, 0.5), ("a", 25, 2, 1.5)], True, "arrow", 0, True),
-            ([("a", 10, 3, 2.5), ("a", 18, -4, -1.0), ("a", 100, 5, 3.0), ("b", 2, 6, 0.5)], True, "python", 40, False),
-            ([("a", 20, 7, -2.0), ("a", 36, 9, 4.5), ("b", -2, 8, 1.0), ("c", -30, 1, 1.0)], False, "python", 5, True)]
-
 # stored windows of "a" (restored), then records into the same windows, after the watermark: merged packed
 STORED = [([("a", 5, 1, 0.5), ("a", 6, 2, 1.5)], True, "python", 0, True),
           ([("a", 7, 3, -1.0), ("a", 8, 4, 2.0)], True, "arrow", 30, False)]
-# windows of "a" fired but kept (lateness), restored; then a record behind the watermark re-fires them
-# (a session and a tumbling window; a sliding window's first one is cleaned by then)
-REFIRE = [([("a", 5, 1, 0.5), ("a", 6, 2, 1.5)], True, "python", 16, True),
-          ([("a", -9, 3, -1.0), ("b", -8, 4, 2.0)], True, "arrow", 30, False)]  # times as offsets from the watermark
-
-
 def operator(aggregate: str, assigner: str, layout: str | None, function: str) -> WindowOperator:
     """The fast operator (a state ``layout``) or the record path's plain one (``layout=None``)."""
     vector, plain, batch, plain_batch, _ = AGGREGATES[aggregate]
@@ -185,18 +166,6 @@ def spy(monkeypatch) -> dict[str, int]:
     return calls
 
 
-def feed(h, recs: list, how: str, key_type: pa.DataType) -> None:
-    if how == "records":
-        h.process_batch(recs)
-        return
-    keys, times, cols = columns_of(recs)
-    if how == "arrow":
-        width = len(recs[0][1]) if recs else 1
-        cols = [pa.array(c, t) for c, t in zip(cols or [[]] * width, [pa.int64(), pa.float64()])]
-        keys = pa.array(keys, key_type)
-    h.process_columns(keys, times, cols)
-
-
 @pytest.mark.parametrize("aggregate, assigner, layout, function", CASES)
 def test_vector_aggregate_equals_the_plain_one_on_the_record_path(backend_name, tmp_path, monkeypatch, aggregate,
                                                                   assigner, layout, function):
@@ -217,47 +186,15 @@ def test_vector_aggregate_equals_the_plain_one_on_the_record_path(backend_name, 
     @example(epochs=REFIRE, key_form="str")
     def check(epochs, key_form):
         nonlocal fast
-        n = next(examples)
-        key_of, key_type = KEY_FORMS[key_form]
         wm = fresh_stretch(fast, reference)
         wm += -wm % 100  # aligned windows start at the same offsets in every example
         for h in (fast, reference):
             h.process_watermark(wm)
-        fired = []  # (key, start) of each fired window (outputs of a batch function begin so)
-        for records, in_time_order, how, advance, restore in epochs:
-            recs = [(key_of(n, k), (x, y)[:width], wm + dt) for k, dt, x, y in records]
-            if in_time_order:
-                recs.sort(key=lambda r: r[2])
-            reference.process_batch(recs)
-            feed(fast, recs, how, key_type)
-            out = reference.output()  # late-but-allowed re-fires
-            assert repr(fast.output()) == repr(out)
-            fired += [value[:2] for value, _ in out]
-            late = reference.side_output("late")
-            assert repr(fast.side_output("late")) == repr(late)
-            seen["late"] += len(late)
-            if restore:
-                snapshot = fast.snapshot()
-                for name, value in fast.metrics.items():
-                    carried[name] += value
-                fast.close()
-                fast = harness(operator(aggregate, assigner, layout, function), backend_name,
-                               tmp_path / f"f{next(dirs)}", snapshot)
-                seen["restored"] += 1
-            wm += advance
-            for h in (fast, reference):
-                h.process_watermark(wm)
-            out = reference.output()
-            assert repr(fast.output()) == repr(out)
-            seen["fired"] += len(out)
-            fired += [value[:2] for value, _ in out]
-            assert {k: v + carried[k] for k, v in fast.metrics.items()} == reference.metrics
-        for h in (fast, reference):
-            h.process_watermark(wm + 500)
-        assert repr(fast.output()) == repr(reference.output())
-        fast.backend.flush()
-        assert fast.num_entries() == reference.num_entries() == 0
-        seen["refired"] += len(fired) - len(set(fired))
+
+        def remake(snapshot):
+            return harness(operator(aggregate, assigner, layout, function), backend_name,
+                           tmp_path / f"f{next(dirs)}", snapshot)
+        fast = drive(fast, reference, epochs, next(examples), key_form, wm, width, remake, carried, seen)
 
     check()
     assert seen["restored"] and seen["late"] and seen["fired"], seen
