@@ -181,9 +181,13 @@ def progress(iterable: Iterable, total: int | None = None, desc: str = "") -> It
     return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False, mininterval=0.5)
 
 
-def clicks(n_events: int, n_keys: int) -> list[Click]:
+CLICKS_SEED = 7
+"""The seed of the benchmarks' clickstream (``bench spark --seed`` draws another: held-out data)."""
+
+
+def clicks(n_events: int, n_keys: int, seed: int = CLICKS_SEED) -> list[Click]:
     """The benchmarks' clickstream: ``n_events`` clicks of ``n_keys`` users, disorder up to ``DISORDER_MS``."""
-    return generate_clickstream(n_events, n_keys, max_disorder_ms=DISORDER_MS)
+    return generate_clickstream(n_events, n_keys, seed=seed, max_disorder_ms=DISORDER_MS)
 
 
 class SumCount(AggregateFunction):

@@ -16,12 +16,13 @@ from . import PARTS
 
 def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default",
               state_layout: str = DEFAULT_STATE_LAYOUT, remote: str | None = None, users: list[int] | None = None,
-              fmt: str = "parquet", variants: list[str] | None = None) -> dict[str, dict]:
+              fmt: str = "parquet", variants: list[str] | None = None, seed: int | None = None) -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
     spark_only = {**({"scale": scale} if scale != "default" else {}),
                   **({"state_layout": state_layout} if state_layout != DEFAULT_STATE_LAYOUT else {}),
                   **({"remote": remote} if remote else {}), **({"users": users} if users else {}),
-                  **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {})}
+                  **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {}),
+                  **({"seed": seed} if seed is not None else {})}
     if spark_only and parts != ["spark"]:
         flags = " ".join(f"--{_FLAGS.get(k, k.replace('_', '-'))} {_text(v)}" for k, v in spark_only.items())
         raise SystemExit(f"{flags} applies to the spark part only: statekit bench spark {flags}")
@@ -106,7 +107,10 @@ def main(argv: list[str] | None = None) -> None:
                          "(run_keyed with a plain Python AggregateFunction), vectorized (the same as a numpy VectorAggregate), native (Spark's session_window) and "
                          "tws (transformWithStateInPandas); default: all (medium and large: all but tws); a subset "
                          "writes spark-*-<variants>.*")
+    ap.add_argument("--seed", type=int, default=None, metavar="N",
+                    help="spark only: draw the clickstream with another seed, data no tuning has seen (writes "
+                         "spark-*-seed-N.*)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout, args.remote, args.users, args.fmt,
-              args.variants)
+              args.variants, args.seed)

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator
 from statekit.clickstream import Click, sessionize_reference
 from statekit.jobs import DEFAULT_STATE_LAYOUT
 
-from .common import DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, clicks, progress, rate, run_isolated, timed
+from .common import CLICKS_SEED, DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, clicks, progress, rate, run_isolated, timed
 from .report import BenchReport
 from .user_logic import session_operator, vectorized_session_operator
 
@@ -319,12 +319,13 @@ def session_processor() -> type:
     return SessionProcessor
 
 
-def _inputs(root: Path, n_events: int, n_users: int, files: int, fmt: str) -> tuple[str, str, list[tuple]]:
+def _inputs(root: Path, n_events: int, n_users: int, files: int, fmt: str,
+            seed: int = CLICKS_SEED) -> tuple[str, str, list[tuple]]:
     """Write the input files, and a copy with the sentinel file for Spark's own operators; also
     return the reference sessions."""
     from statekit.jobs import write_clickstream
 
-    data = clicks(n_events, n_users)
+    data = clicks(n_events, n_users, seed)
     paths = write_clickstream(data, root / "input", files=files, fmt=fmt)
     spark_dir = root / "input-with-sentinel"
     spark_dir.mkdir()
@@ -378,19 +379,21 @@ def _count_tag(n: int) -> str:
 
 
 def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str,
-                remote: str | None) -> str:
-    """``spark`` and what differs from a default run: ``spark-medium-csv-users-10k-1m-native-plain-cells-connect``."""
+                remote: str | None, seed: int = CLICKS_SEED) -> str:
+    """``spark`` and what differs from a default run:
+    ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``."""
     tags = [scale if scale != "default" else "", fmt if fmt != "parquet" else "",
             "users-" + "-".join(_count_tag(u) for u in users) if users else "", "-".join(variants or ()),
-            state_layout if state_layout != DEFAULT_STATE_LAYOUT else "", "connect" if remote else ""]
+            state_layout if state_layout != DEFAULT_STATE_LAYOUT else "", "connect" if remote else "",
+            f"seed-{seed}" if seed != CLICKS_SEED else ""]
     return "-".join(["spark", *filter(None, tags)])
 
 
 def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT_STATE_LAYOUT,
         remote: str | None = None, users: list[int] | None = None, fmt: str = "parquet",
-        variants: list[str] | None = None) -> BenchReport:
-    """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files; with
-    ``remote`` on Spark Connect sessions (see the module's notes)."""
+        variants: list[str] | None = None, seed: int = CLICKS_SEED) -> BenchReport:
+    """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files of the
+    clickstream drawn with ``seed``; with ``remote`` on Spark Connect sessions (see the module's notes)."""
     size = SCALES[scale]
     n_events, files = (20_000, 3) if quick else (size["events"], size["files"])
     user_counts = users or ([2_000] if quick else size["users"])
@@ -398,10 +401,10 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
              else [n for n in VARIANTS if n != "tws" or size["tws"]])
     session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")
                else " (a running server: its memory is not sampled)") if remote else "classic")
-    rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote), params={
+    rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed), params={
         "state_layout": state_layout, "session": session,
         "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
-        "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": fmt,
+        "seed": seed, "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": fmt,
         "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",
         "trigger": "availableNow, maxFilesPerTrigger=1", "spark_query_budget_s": BUDGET_S,
         "variants": {n: VARIANTS[n].title for n in names},
@@ -419,7 +422,7 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
         for u in user_counts:
             root = Path(tmp, f"users-{u}")
             root.mkdir()
-            inputs[u] = _inputs(root, n_events, u, files, fmt)
+            inputs[u] = _inputs(root, n_events, u, files, fmt, seed)
         for u, name, backend in progress(runs, total=len(runs), desc="spark"):
             plain_dir, sentinel_dir, _ = inputs[u]
             label = run_label(name, backend)

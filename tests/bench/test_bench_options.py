@@ -35,14 +35,17 @@ def test_a_bad_spark_option_exits_2_naming_it(no_run, capsys, argv, message):
 
 def test_spark_options_reach_the_spark_part(no_run):
     runner.main(["spark", "--users", "10000,400000,1000000", "--format", "csv", "--variants", "plain, native"])
-    [(parts, quick, _out, scale, layout, remote, users, fmt, variants)] = no_run
+    [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed)] = no_run
     assert (parts, quick, scale, remote) == (["spark"], False, "default", None)
-    assert (users, fmt, variants) == ([10_000, 400_000, 1_000_000], "csv", ["plain", "native"])
+    assert (users, fmt, variants, seed) == ([10_000, 400_000, 1_000_000], "csv", ["plain", "native"], None)
+    no_run.clear()
+    runner.main(["spark", "--seed", "11"])
+    assert no_run[0][-1] == 11
 
 
 @pytest.mark.parametrize(("kwargs", "flags"), [
     ({"users": [10_000, 400_000]}, "--users 10000,400000"), ({"fmt": "csv"}, "--format csv"),
-    ({"variants": ["native", "plain"]}, "--variants native,plain"),
+    ({"variants": ["native", "plain"]}, "--variants native,plain"), ({"seed": 11}, "--seed 11"),
 ])
 def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
     with pytest.raises(SystemExit, match=f"^{flags} applies to the spark part only: statekit bench spark {flags}$"):
@@ -54,6 +57,7 @@ def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
     (("medium", "parquet", None, None, "cells", "sc://h:1"), "spark-medium-cells-connect"),
     (("default", "csv", [10_000, 400_000, 1_000_000], None, "table", None), "spark-csv-users-10k-400k-1m"),
     (("large", "parquet", [2_500], ["native", "plain"], "table", None), "spark-large-users-2500-native-plain"),
+    (("medium", "parquet", None, ["builtin"], "table", None, 11), "spark-medium-builtin-seed-11"),
 ])
 def test_the_report_name_tells_format_users_and_variants(args, name):
     assert report_name(*args) == name
