@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark import cloudpickle
 
-from bench.user_logic import SessionRow, SumAndCount
+from statekit.bench.user_logic import SessionRow, SumAndCount
 from statekit.operators import EventTimeSessionWindows, WindowOperator
 from statekit.operators.packed_records import PackedRecords
 from statekit.spark import run_keyed
