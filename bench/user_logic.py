@@ -75,6 +75,5 @@ class SessionColumns(WindowBatchFunction):
 
 def vectorized_session_operator(gap_ms: int) -> KeyedOperator:
     """The vectorized variant's operator: its sessions of all keys kept as one columnar table."""
-    function = VectorSumAndCount()
-    return WindowOperator(EventTimeSessionWindows.with_gap(gap_ms), function=function,
-                          window_function=SessionColumns(function.result_names()), state_layout="table")
+    return WindowOperator(EventTimeSessionWindows.with_gap(gap_ms), function=VectorSumAndCount(),
+                          window_function=SessionColumns(), state_layout="table")

@@ -4,23 +4,24 @@ per key (``operators.cell_engine``), whose window bounds are each window's start
 
 Aligned windows never merge, so a window's contents are its records in arrival order whatever their
 timestamps: an epoch's records are cut with numpy into runs of (key, window) (``operators.columns``),
-each run folded in one vectorized pass when the function has ``accumulate`` and merged after the
-window's stored accumulator (packed cells of a ``PackedAggregate`` for all keys at once). Keys with a
-record that has a window not after the watermark (late, or firing at once) or no window at all take
-the records one at a time in arrival order instead. Either way contents (order-sensitive functions
-included), results, late records and timers equal one-by-one processing.
+each run folded in one vectorized pass when the function has ``accumulate``, else by its ``add`` in one
+loop per run (``Incremental.fold``), and merged after the window's stored accumulator (packed cells of
+a ``PackedAggregate`` for all keys at once). Keys with a record that has a window not after the
+watermark (late, or firing at once) or no window at all take the records one at a time in arrival
+order instead. Either way contents (order-sensitive functions included), results, late records and
+timers equal one-by-one processing.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from statekit import PackedAggregate
 
 from .cell_engine import CellEngine, PackedEntries
-from .window_engine import Fold, PackedFold, window_start
+from .window_engine import Fold, PackedFold, Values, window_start
 from .columns import aligned_runs, aligned_windows, present_codes
 from .packed_cells import WindowTable
 from .windows import TimeWindow
@@ -74,11 +75,12 @@ class AlignedEngine(CellEngine):
         if not taken:
             self._sink.late_record(value, t)
 
-    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict, value_of: Callable[[int], Any],
+    def _runs(self, codes: np.ndarray, ts: np.ndarray, rows: np.ndarray, cells: dict, value_of: Values,
               fold: Fold | None, fold_packed: PackedFold | None, old_timers: dict, new_cells: dict,
               wm: int) -> PackedEntries | None:
         """Keys whose records' windows are all after the watermark: each (key, window) run merged after
-        the window's stored accumulator, all at once when their cells are packed."""
+        the window's stored accumulator (vectorized by ``fold``, else folded by the function's ``add``
+        in one loop), all at once when their cells are packed."""
         runs = aligned_runs(codes, ts, rows, self.size, self.slide, self.offset)
         fast = present_codes(runs.codes)
         cell_list = [cells[code] for code in fast.tolist()]
@@ -96,8 +98,9 @@ class AlignedEngine(CellEngine):
             old_timers[code], windows = self._decode(cell)
             stored[code] = {w[0]: w for w in windows}
         accs = fold(runs.order, runs.starts) if fold is not None else None
-        order, starts = runs.order.tolist(), runs.starts.tolist()
-        ends = starts[1:] + [len(order)]
+        if accs is None:  # each run's values in one list, in run order: a run folds a slice of it
+            values = value_of.take(runs.order)
+            bounds = np.append(runs.starts, len(runs.order)).tolist()
         add, merge = self._add, self._merge
         for j, (code, start) in enumerate(zip(runs.codes.tolist(), runs.windows.tolist())):
             by_start = stored[code]
@@ -106,8 +109,7 @@ class AlignedEngine(CellEngine):
             if accs is not None:
                 acc = accs[j] if acc is None else merge(acc, accs[j])
             else:
-                for r in order[starts[j]:ends[j]]:
-                    acc = add(value_of(r), acc)
+                acc = add.fold(acc, values[bounds[j]:bounds[j + 1]])
             if window is None:
                 by_start[start] = [start, acc]
             else:

@@ -13,6 +13,7 @@ from typing import Any
 from statekit import AggregateFunction, PackedAggregate
 
 from .assigners import WindowAssigner
+from .batch_window import WindowBatchFunction, result_names_of
 from .columnar_window import ColumnarWindowOperator
 from .evicting_window import EvictingWindowOperator
 from .evictors import Evictor
@@ -58,6 +59,8 @@ def WindowOperator(assigner: WindowAssigner, function: Any, window_function: Pro
         raise ValueError("state_layout='table' takes event-time session windows with the default trigger, "
                          "no evictor, columnar=True and an AggregateFunction (a PackedAggregate such as RowAggregate, or "
                          "one whose accumulator is a flat tuple or list of numbers)")
+    if isinstance(window_function, WindowBatchFunction):  # its batches' result fields go by the aggregate's names
+        window_function.name_results(result_names_of(function))
     return operator
 
 

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from statekit import AggregateFunction
 from statekit.checkpoint.job import compare
-from statekit.operators import (EventTimeSessionWindows, Output, ProcessWindowFunction, SlidingEventTimeWindows,
-                                TumblingEventTimeWindows, VectorAggregate, WindowBatchFunction, WindowOperator)
+from statekit.operators import (EventTimeSessionWindows, Output, ProcessWindowFunction, RowAggregate,
+                                SlidingEventTimeWindows, TumblingEventTimeWindows, VectorAggregate, WindowBatchFunction,
+                                WindowOperator)
 from statekit.operators.columnar_window import ColumnarWindowOperator
 from statekit.operators.record_window import RecordWindowOperator
 from tests.operators.test_session_table import columns_of, harness
@@ -146,7 +147,7 @@ def operator(aggregate: str, assigner: str, layout: str | None, function: str) -
     """The fast operator (a state ``layout``) or the record path's plain one (``layout=None``)."""
     vector, plain, batch, plain_batch, _ = AGGREGATES[aggregate]
     fn = vector() if layout else plain()
-    window_fn = None if function == "none" else batch(fn.result_names()) if layout else plain_batch()
+    window_fn = None if function == "none" else batch() if layout else plain_batch()
     extra = {"state_layout": layout} if layout else {"columnar": False}
     return WindowOperator(ASSIGNERS[assigner](), fn, window_function=window_fn, allowed_lateness=LATENESS,
                           late_output_tag="late", **extra)
@@ -244,7 +245,7 @@ def test_arrays_handed_to_the_user_are_copies(backend_name, tmp_path):
     fires, a bridging merge and a late-but-allowed re-fire give the plain function's results."""
     def op(fn, reference):
         return WindowOperator(EventTimeSessionWindows.with_gap(GAP), fn, allowed_lateness=20, columnar=not reference,
-                              window_function=None if reference else AllColumns(fn.result_names()))
+                              window_function=None if reference else AllColumns())
 
     fast = harness(op(Mutating(), False), backend_name, tmp_path / "f")
     reference = harness(WindowOperator(EventTimeSessionWindows.with_gap(GAP), PlainExtremes(), columnar=False,
@@ -384,3 +385,60 @@ def test_batch_function_result_names():
         Keep().columns([(1, "a")], np.array([0]), np.array([5]), [[1]])
     with pytest.raises(TypeError, match="Listing.batch returned a list"):
         type("Listing", (Keep,), {"batch": lambda self, b: [b["key"]]})().columns(["a"], [0], [5], [[1]])
+
+
+class Kept(WindowBatchFunction):
+    """Keeps each batch it is given; outputs the keys."""
+
+    def __init__(self, result_names=None):
+        super().__init__(result_names)
+        self.batches = []
+
+    def batch(self, windows):
+        self.batches.append(windows)
+        return {"key": windows["key"]}
+
+
+class AtStart(Extremes):
+    """Extremes with a result field named like a window column."""
+
+    def results(self, accs):
+        return {"start": accs["hi"]}
+
+
+@pytest.mark.parametrize("assigner, columnar", [("sessions", True), ("sliding", True), ("tumbling", False)])
+def test_the_operator_hands_the_aggregates_result_names_to_its_batch_function(tmp_path, assigner, columnar):
+    """A WindowBatchFunction given no names gets the aggregate's, on the engines and the record path: a
+    VectorAggregate's result_names(), a RowAggregate's names; a plain aggregate's fields go by position,
+    names given to the constructor stay."""
+    cases = [(Extremes(), None, ["last_y", "hi", "negative"]),
+             (RowAggregate([("max", 0), ("count", None)], names=["top", "rows"]), None, ["top", "rows"]),
+             (RowAggregate([("max", 0), ("count", None)]), None, ["result_0", "result_1"]),
+             (PlainExtremes(), None, ["result_0", "result_1", "result_2"]),
+             (Extremes(), ["y", "x", "neg"], ["y", "x", "neg"])]
+    for i, (fn, given, expected) in enumerate(cases):
+        kept = Kept(given)
+        h = harness(WindowOperator(ASSIGNERS[assigner](), fn, window_function=kept, columnar=columnar), "heap",
+                    tmp_path / f"h{i}")
+        h.process_columns(["k", "k"], np.array([100, 104]), [[4, 9], [0.5, -1.0]])
+        h.process_watermark(1_000)
+        assert h.output() and kept.batches, (fn, h.output())
+        assert {tuple(b.schema.names) for b in kept.batches} == {("key", "start", "end", *expected)}, fn
+        h.close()
+
+
+def test_result_names_that_do_not_fit_are_refused_when_the_operator_is_made():
+    """Names of an aggregate's results that collide with a window column, or one batch function shared by
+    aggregates of other names: refused by WindowOperator(...), naming the names and the way out."""
+    window = EventTimeSessionWindows.with_gap(GAP)
+    with pytest.raises(ValueError, match=r"Kept: result names \['start'\] \(of its aggregate\) must be distinct "
+                                         r"strings, none of \['key', 'start', 'end'\]: rename the aggregate's results"):
+        WindowOperator(window, AtStart(), window_function=Kept())
+    WindowOperator(window, AtStart(), window_function=Kept(["hi"]))  # names of its own: the aggregate's unused
+    shared = Kept()
+    WindowOperator(window, Extremes(), window_function=shared)
+    WindowOperator(TumblingEventTimeWindows(10), Extremes(), window_function=shared)  # the same names: fine
+    with pytest.raises(ValueError, match=r"Kept: this instance already names the result fields \['last_y', 'hi', "
+                                         r"'negative'\] .*names them \['count', 'sum', 'mean', 'first', 'last'\]: "
+                                         r"give each operator its own Kept"):
+        WindowOperator(window, SessionStats(), window_function=shared)
