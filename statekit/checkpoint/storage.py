@@ -8,7 +8,8 @@ atomic by itself, so the file is written in place.
 Every filesystem call is retried under a ``RetryPolicy`` (a location that is unavailable for a
 while: network blips, throttling): exponential backoff between attempts, and after the last one
 a ``CheckpointUnavailableError`` naming the location, the operation and the path. A missing file
-is an answer, not a fault: ``FileNotFoundError`` is never retried.
+is an answer, not a fault: ``FileNotFoundError`` is never retried. On S3 the client also retries each
+request inside every attempt, as many times as ``AWS_MAX_ATTEMPTS`` says (``s3_retry``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Callable, TypeVar
 import pyarrow.fs as pafs
 
 from .errors import CheckpointError, CheckpointUnavailableError
+from .s3_retry import with_s3_attempts
 
 T = TypeVar("T")
 
@@ -91,7 +93,7 @@ class Storage:
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError... for bad URIs
             raise CheckpointError(f"checkpoint location {uri!r} cannot be opened: {e}") from None
         self.uri = uri
-        self.fs = fs
+        self.fs = with_s3_attempts(fs)
         self.root = root.rstrip("/") or "/"
         self.rename_is_atomic = fs.type_name in _RENAME_ATOMIC
         self.retry = retry if retry is not None else RetryPolicy()

@@ -52,7 +52,8 @@ def s3_env(s3_server):
 
     host, port = s3_server.host, s3_server.port
     env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+           "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
+           "AWS_MAX_ATTEMPTS": "1"}  # each S3 request once: statekit's RetryPolicy alone retries (the outage)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     boto3.client("s3").create_bucket(Bucket="statekit")
