@@ -410,7 +410,7 @@ def scaling(rep: BenchReport, sizes: list[int], updates: int) -> None:
 
 
 def run(quick: bool = False) -> BenchReport:
-    n_ops, n_keys, repeats = (20_000, 2_000, 2) if quick else (200_000, 20_000, 5)
+    n_ops, n_keys, repeats = (20_000, 2_000, 1) if quick else (200_000, 20_000, 5)
     sizes = [1_000, 10_000, 100_000] if quick else [1_000, 10_000, 100_000, 1_000_000, 10_000_000]
     updates = 20_000 if quick else 200_000
     rng = random.Random(42)

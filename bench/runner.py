@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
                                  "(the parts need the bench extra: pip install 'statekit[bench]').",
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("parts", nargs="*", default=["all"], help=f"parts to run: {', '.join(PARTS)} or all")
-    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run (all: a few minutes, most of it Spark starting a JVM per run)")
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
     ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
                     help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; every "

@@ -4,7 +4,7 @@ its built-in ``sessionize`` and a user's own logic through ``run_keyed`` (``user
 ``AggregateFunction`` and ``ProcessWindowFunction``, and the same vectorized: a numpy ``VectorAggregate`` and
 an Arrow ``WindowBatchFunction``); ``VARIANTS`` lists them, ``--variants`` picks some.
 
-One generated clickstream per user count, written as 10 parquet or csv files (quick: 3; one file per epoch
+One generated clickstream per user count, written as 10 parquet or csv files (quick: 2; one file per epoch
 / micro-batch, ``maxFilesPerTrigger=1``, ``availableNow``), the same Spark settings for every run
 (``local[2]``, ``spark.sql.shuffle.partitions`` = statekit partitions, RocksDB state store provider,
 10 s watermark delay, 30 s gap, sum+count per session). Each run is a fresh process with its own
@@ -367,7 +367,11 @@ SCALES = {
 }
 """Sizes of ``statekit bench spark`` (``--scale medium``/``large``: the large-state cases of issue 13,
 without the much slower transformWithStateInPandas unless ``--variants`` names it); ``--users`` replaces
-a scale's user counts; ``--quick`` shrinks any to a smoke run."""
+a scale's user counts; ``--quick`` shrinks any to a smoke run (``QUICK``)."""
+QUICK = {"events": 5_000, "users": [500], "files": 2}
+"""``--quick``'s sizes, whatever the scale (``--users`` still replaces the user counts): a smoke run, each
+run's cost mostly its JVM's start and its micro-batches, so two files (sessions still span epochs) of a
+few thousand events."""
 
 
 def _count_tag(n: int) -> str:
@@ -394,9 +398,8 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
         variants: list[str] | None = None, seed: int = CLICKS_SEED) -> BenchReport:
     """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files of the
     clickstream drawn with ``seed``; with ``remote`` on Spark Connect sessions (see the module's notes)."""
-    size = SCALES[scale]
-    n_events, files = (20_000, 3) if quick else (size["events"], size["files"])
-    user_counts = users or ([2_000] if quick else size["users"])
+    size = {**SCALES[scale], **(QUICK if quick else {})}
+    n_events, files, user_counts = size["events"], size["files"], users or size["users"]
     names = ([n for n in VARIANTS if n in check_variants(variants)] if variants
              else [n for n in VARIANTS if n != "tws" or size["tws"]])
     session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")

@@ -125,7 +125,7 @@ def run_plain(n_events: int, n_keys: int) -> dict:
 
 
 def run(quick: bool = False) -> BenchReport:
-    n_events, n_keys = (50_000, 10_000) if quick else (1_000_000, 10_000)
+    n_events, n_keys = (20_000, 10_000) if quick else (1_000_000, 10_000)
     rep = BenchReport("windows", params={"events": n_events, "keys": n_keys, "gap_ms": GAP_MS, "epoch": EPOCH,
                                          "max_disorder_ms": DISORDER_MS, "aggregate": "sum+count per session"})
     plain, plain_rss = run_isolated(run_plain, n_events, n_keys)

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from statekit.bench import PARTS
+from statekit.bench.spark import QUICK
 
-SPARK_TAGS = ["(20,000 events, 2,000 users)", "(plain, 20,000 events, 2,000 users)",
-              "(vectorized, 20,000 events, 2,000 users)"]
-"""The built-in path's figures and the user logic's, plain and vectorized (``run_keyed``, ``bench/user_logic.py``)."""
+SIZES = f"{QUICK['events']:,} events, {QUICK['users'][0]:,} users"
+SPARK_TAGS = [f"({SIZES})", f"(plain, {SIZES})", f"(vectorized, {SIZES})"]
+"""The built-in path's figures and the user logic's, plain and vectorized (``run_keyed``, ``bench/user_logic.py``),
+at the quick sizes."""
 EXPECTED = {
     "ops": [
         *(name for op in ("value get+update (set_current_key per op)", "value get+update (cold: first pass, new keys)",
