@@ -31,7 +31,7 @@ from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupp
 from ..config import DEFAULT_JOB_BACKEND, StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
-from ..operators import KeyedOperator, state_layout_of
+from ..operators import KeyedOperator
 from ..snapshot_header import job_formats
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
@@ -55,9 +55,6 @@ _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "s
              "host_idle_timeout", "state_hosts", "lease_timeout", "checkpoint_key")
 STATE_HOSTS = ("process", "worker")
 DEFAULT_HOST_IDLE_TIMEOUT = "10m"
-CORES_PER_TABLE_HOST = 4
-"""A state host runs one task at a time, and the session table's operator is about a sixth of an epoch's
-work (measured at 1M users on ``local[2]``): one host keeps up with four cores' Spark work at least."""
 DEFAULT_MAX_AHEAD = "7d"
 DEFAULT_LEASE_TIMEOUT = "60s"
 """How long a run's checkpoint lease outlives its last heartbeat (``spark.statekit.lease_timeout``): far above an
@@ -106,14 +103,14 @@ def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -
     return StateConfig.from_dict(data), job
 
 
-def default_state_hosts(spark: Any, table: bool) -> int:
-    """State hosts a machine by default: for an operator of the session table (``table``), one per
-    ``CORES_PER_TABLE_HOST`` cores of an executor (a local master: its task slots); for any other, one
-    per core (its Python work, record by record, is most of an epoch: hosts shared would hold it back)."""
+def default_state_hosts(spark: Any) -> int:
+    """State hosts a machine by default: one per core of an executor (a local master: its task slots). A host
+    runs one task at a time, so the tasks of an epoch that share one wait for each other's operator work, on
+    the epoch's critical path (docs/spark.md, State hosts)."""
     cores = spark.conf.get("spark.executor.cores", None)
     if cores is None:
         cores = default_parallelism(spark) if master(spark).startswith("local[") else 1
-    return max(1, int(cores) // (CORES_PER_TABLE_HOST if table else 1))
+    return max(1, int(cores))
 
 
 class EpochRunner:
@@ -353,7 +350,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                         f"statekit.operators.KeyedOperator (WindowOperator, KeyedProcessOperator or a subclass)")
     hosts = settings.get("state_hosts", "auto")
     if hosts == "auto":
-        hosts = str(default_state_hosts(spark, state_layout_of(probe.describe()) == "table"))
+        hosts = str(default_state_hosts(spark))
     if not hosts.isdigit() or int(hosts) < 1:
         raise ValueError(f"spark.statekit.state_hosts={hosts!r}: expected a whole number >= 1 or 'auto'")
     if isinstance(result_schema, str):

@@ -1,6 +1,5 @@
 """State hosts (issue 13): a partition's state stays open in its host whichever Python worker runs the
-task, so every steady epoch takes the fast path; one host a machine serves every partition by default
-(``state_hosts`` more); a host killed between epochs is started again and its partitions restore;
+task, so every steady epoch takes the fast path; a host per core by default (``state_hosts`` sets how many); a host killed between epochs is started again and its partitions restore;
 ``state_host=worker`` keeps the state in the workers; a host ends after the final epoch of the last
 partition it keeps, with its executor or when idle, and leaves nothing behind; a task whose host ended
 before taking it starts another."""
@@ -99,8 +98,8 @@ def test_every_steady_epoch_takes_the_fast_path_and_the_hosts_end_after_the_fina
 
 @pytest.mark.parametrize("hosts", [1, 2])
 def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sample, reference, tmp_path, hosts):
-    """One host (the default) serves both partitions; with ``state_hosts=2`` each has its own, and a
-    kill costs only the victim's partition a restore."""
+    """With ``state_hosts=1`` one host serves both partitions; with 2 (the default on ``local[2]``) each has its
+    own, and a kill costs only the victim's partition a restore."""
     growing, out = tmp_path / "in", tmp_path / "out"
     growing.mkdir()
     files = sorted(sample.iterdir())
@@ -129,15 +128,19 @@ def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sampl
 
 def test_a_final_epoch_on_a_new_host_ends_it_and_loses_no_task(spark, sample, reference, tmp_path):
     """A new host keeps no state: the first partition's final commit leaves it none and it ends while the
-    other partition's task waits for it; that task starts another host."""
+    other partition's task waits for it; that task starts another host (one host serves both partitions)."""
     out = tmp_path / "out"
-    run(spark, sample, out, "heap", final=False)
-    victim = _host_process(_hosts(spark, out / "_checkpoint")[0])
-    victim.send_signal(signal.SIGKILL)
-    _gone(victim)
-    first = _last_stage(spark, "before")
-    summary = run(spark, sample, out, "heap")  # no new input: the final epoch only, both partitions restoring
-    stages = range(first + 1, _last_stage(spark, "after"))
+    spark.conf.set("spark.statekit.state_hosts", "1")
+    try:
+        run(spark, sample, out, "heap", final=False)
+        victim = _host_process(_hosts(spark, out / "_checkpoint")[0])
+        victim.send_signal(signal.SIGKILL)
+        _gone(victim)
+        first = _last_stage(spark, "before")
+        summary = run(spark, sample, out, "heap")  # no new input: the final epoch only, both partitions restoring
+        stages = range(first + 1, _last_stage(spark, "after"))
+    finally:
+        spark.conf.unset("spark.statekit.state_hosts")
     assert output_rows(spark, out) == reference
     assert [m["fast_path_partitions"] for m in summary.epochs] == [0]
     tracker = spark.sparkContext.statusTracker()
@@ -166,23 +169,21 @@ def test_a_number_of_state_hosts_that_is_not_a_whole_number_of_at_least_one_is_r
         spark.conf.unset("spark.statekit.state_hosts")
 
 
-@pytest.mark.parametrize("master,slots,cores,table,cells", [
-    ("local[2]", 2, None, 1, 2), ("local[8]", 8, None, 2, 8), ("local[*,4]", 12, None, 3, 12),
-    ("local-cluster[2,1,1024]", 2, None, 1, 1), ("yarn", 40, None, 1, 1), ("yarn", 40, "16", 4, 16),
-    ("yarn", 40, "3", 1, 3)])
-def test_the_default_is_a_state_host_per_four_executor_cores_for_the_table_and_per_core_else(master, slots, cores,
-                                                                                           table, cells):
+@pytest.mark.parametrize("master,slots,cores,hosts", [
+    ("local[2]", 2, None, 2), ("local[8]", 8, None, 8), ("local[*,4]", 12, None, 12),
+    ("local-cluster[2,1,1024]", 2, None, 1), ("yarn", 40, None, 1), ("yarn", 40, "16", 16), ("yarn", 40, "3", 3)])
+def test_the_default_is_a_state_host_per_executor_core(master, slots, cores, hosts):
     conf = {"spark.executor.cores": cores} if cores else {}
     spark = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: conf.get(key, default)),
                             sparkContext=SimpleNamespace(master=master, defaultParallelism=slots))
-    assert (default_state_hosts(spark, True), default_state_hosts(spark, False)) == (table, cells)
+    assert default_state_hosts(spark) == hosts
 
 
-def test_an_operator_of_cells_gets_a_host_per_task_slot_by_default(spark, sample, tmp_path):
-    """The session table shares one host on ``local[2]``; cells, whose operator works record by record,
-    get one per slot."""
+@pytest.mark.parametrize("layout", ["table", "cells"])
+def test_each_task_slot_gets_a_host_by_default(spark, sample, tmp_path, layout):
+    """On ``local[2]`` the two partitions of an epoch run at once, each in a host of its own, whatever the layout."""
     sessionize(spark, input=str(sample), output=str(tmp_path / "out"), key="user_id", time="ts_ms", gap=GAP,
-               watermark_delay=DELAY, aggs=["count"], backend="heap", partitions=2, state_layout="cells")
+               watermark_delay=DELAY, aggs=["count"], backend="heap", partitions=2, state_layout=layout)
     assert spark.sparkContext.defaultParallelism == 2
     assert len(_hosts_of(_hosts(spark, tmp_path / "out" / "_checkpoint", 2))) == 2
 
