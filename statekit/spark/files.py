@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 from .columns import check_columns
 from .errors import InputError
 from .event_time import TimeSpec
+from .parquet_schema import parquet_spark_schema
 from .runtime import is_connect
 
 FORMATS = ("csv", "parquet", "json")
@@ -62,8 +63,9 @@ def local_as_absolute(path: str) -> str:
 def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
                stream: bool, time_spec: TimeSpec = TimeSpec()) -> tuple[Any, Any, Any]:
     """The input as a (streaming) DataFrame, its schema and the kind of its times (``TimeSpec.kind``, the
-    type window bounds come back in): schema from the first file, the time column read as text for
-    csv/json so that bad times reach the invalid-records output instead of becoming nulls.
+    type window bounds come back in): schema from the first file (a local parquet one's from its footer,
+    without a Spark job: ``parquet_schema``), the time column read as text for csv/json so that bad times
+    reach the invalid-records output instead of becoming nulls.
     ``required``: (column, what it is for) pairs that must exist."""
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -74,8 +76,9 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
         raise InputError(f"input {files[0]}: unknown format; pass --format {'|'.join(FORMATS)}")
     options = dict(_OPTIONS[fmt])
     infer = {"inferSchema": "true"} if fmt == "csv" else {}
-    first = spark.read.format(fmt).options(**options, **infer).load(files[0])
-    schema = first.schema
+    footer = parquet_spark_schema(files[0]) if fmt == "parquet" and not is_connect(spark) else None
+    first = None if footer else spark.read.format(fmt).options(**options, **infer).load(files[0])
+    schema = footer or first.schema
     check_columns(files[0], schema.fieldNames(), required)
     kind = schema[time].dataType
     if fmt != "parquet":
