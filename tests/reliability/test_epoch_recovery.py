@@ -3,7 +3,8 @@
 line; a record lost with its metrics line, or a newest epoch missing a partition's state, is refused before
 anything runs, naming the epoch and the way out; ``statekit checkpoint rollback`` rewinds Spark's checkpoint
 (its compacted file-source log too), the output, the state and the driver's records, and the rerun equals
-the reference. The issue's scenario runs each step as a new ``statekit sessionize`` process."""
+the reference. The issue's scenario runs each step on a checkpoint as a new ``statekit sessionize`` process
+(the first run, which restores nothing, runs in the shared session)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def _sessionize(s: StagedInput, backend: str = "rocksdb", final: bool = False) -
                 "--conf", "spark.ui.enabled=false", *(["--final"] if final else []))
 
 
+def _run(spark, s: StagedInput, final: bool, backend: str = "rocksdb"):
+    """One run of the job over what ``s.inp`` holds, in the shared session."""
+    return sessionize(spark, input=str(s.inp), output=str(s.out), key="user_id", time="ts_ms", gap=GAP,
+                      watermark_delay=DELAY, aggs=["sum:value", "count"], backend=backend, partitions=2, final=final)
+
+
 def _ok(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
     return r
@@ -63,7 +70,7 @@ def test_a_record_lost_after_its_epoch_completed_is_rebuilt(spark, tmp_path, bac
     s = staged_input(spark, tmp_path, 1200, 25, seed=31, files=8)
     for i in range(4):
         s.add(i)
-    _ok(_sessionize(s, backend))
+    _run(spark, s, final=False, backend=backend)
     record = s.out / "_checkpoint" / "_driver" / "epoch=3.json"
     assert sorted(p.name for p in record.parent.glob("epoch=*")) == [f"epoch={e}.json" for e in range(4)]
     record.unlink()
@@ -83,7 +90,7 @@ def test_a_record_lost_with_its_metrics_line_is_refused_then_rolled_back(spark, 
     s = staged_input(spark, tmp_path, 1200, 25, seed=37, files=8)
     for i in range(4):
         s.add(i)
-    _ok(_sessionize(s))
+    _run(spark, s, final=False)
     ck = s.out / "_checkpoint"
     (ck / "_driver" / "epoch=3.json").unlink()
     metrics = s.out / "_metrics.jsonl"
@@ -107,11 +114,6 @@ def test_a_record_lost_with_its_metrics_line_is_refused_then_rolled_back(spark, 
     _ok(_sessionize(s, final=True))
     assert output_rows(spark, s.out) == s.reference
     assert [(m["epoch"], m["batch_id"]) for m in _metrics(s.out)] == [*((e, e) for e in range(8)), (8, None)]
-
-
-def _run(spark, s: StagedInput, final: bool):
-    return sessionize(spark, input=str(s.inp), output=str(s.out), key="user_id", time="ts_ms", gap=GAP,
-                      watermark_delay=DELAY, aggs=["sum:value", "count"], backend="rocksdb", partitions=2, final=final)
 
 
 def test_a_newest_epoch_missing_a_partitions_manifest_is_refused_before_processing(spark, tmp_path):

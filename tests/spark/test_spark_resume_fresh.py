@@ -1,10 +1,14 @@
 """Resume and rescale in new applications: each run of `statekit sessionize` is a new interpreter and a
 new SparkSession whose Python workers are never reused and fork from Spark's own daemon (statekit's
 preloads the operators), so a restore cannot lean on modules an earlier task or the daemon imported
-(windows are restored before anything imports the operators); state hosts start as new interpreters."""
+(windows are restored before anything imports the operators); state hosts start as new interpreters.
+Every run after the first moves the job to another partition count, so each restore reads the logical
+snapshot: a chain of runs alternating backends has each backend restore what the other wrote. A first run
+restores nothing: it may run in the shared session."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -13,40 +17,49 @@ import time
 
 import pytest
 
+from statekit.jobs import sessionize
 from statekit.testing import BACKENDS
 from tests.spark_support import clickstream, output_rows, spark_sessions, write_input
 
 pytestmark = pytest.mark.spark
 
 
-def _sessionize(inp, out, ckpt, backend, partitions, final=False, layout=None):
+def _sessionize(inp, out, ckpt, backend, partitions, final=False):
     argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--output", str(out),
             "--checkpoint", str(ckpt), "--key", "user_id", "--time", "ts_ms", "--gap", "30s",
             "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count", "--backend", backend,
             "--partitions", str(partitions), "--master", "local[2]", "--trigger", "available-now",
             "--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false",
             "--conf", "spark.python.daemon.module=pyspark.daemon"]
-    argv += ["--state-layout", layout] if layout else []
     r = subprocess.run(argv + (["--final"] if final else []), capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONHASHSEED": "0"})
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
 
 
-@pytest.mark.parametrize("backend,layout", [(b, "cells") for b in BACKENDS] + [("rocksdb", "table")])
-def test_resume_and_rescale_in_new_applications(spark, tmp_path, backend, layout):
-    """Only the first run of a cells checkpoint names its layout: the later ones carry the checkpoint's;
-    the table checkpoint gets the default layout, never named."""
+CHAIN = [*BACKENDS, BACKENDS[0]]
+"""The backend of each run of a cells checkpoint: each one restores what another wrote."""
+PARTITIONS = (2, 3, 1)  # then 2 -> 3 (a split) and 3 -> 1 (a merge), over and over
+
+
+@pytest.mark.parametrize("layout,backends", [("cells", CHAIN), ("table", ["rocksdb"] * 3)], ids=["cells", "table"])
+def test_resume_and_rescale_in_new_applications(spark, tmp_path, layout, backends):
+    """Only the first run of a cells checkpoint names its layout: the later ones carry the checkpoint's
+    (into another backend too); the table checkpoint gets the default layout, never named."""
     clicks = clickstream(1500, 30, seed=11)
-    staged = write_input(clicks, tmp_path / "staged", files=3)
+    staged = write_input(clicks, tmp_path / "staged", files=len(backends))
     reference = spark_sessions(spark, staged)
     inp, out, ckpt = tmp_path / "in", tmp_path / "out", tmp_path / "ckpt"
     inp.mkdir()
     files = sorted(staged.iterdir())
-    for i, (f, partitions) in enumerate(zip(files, (2, 3, 1))):  # same partitions, then 2 -> 3 and 3 -> 1
+    for i, (f, backend, partitions) in enumerate(zip(files, backends, itertools.cycle(PARTITIONS))):
         shutil.copy(f, inp / f.name)
         os.utime(inp / f.name, (time.time() + i, time.time() + i))  # the file source takes the oldest first
-        _sessionize(inp, out, ckpt, backend, partitions, final=i == len(files) - 1,
-                    layout="cells" if layout == "cells" and i == 0 else None)
+        if i == 0:  # nothing to restore yet
+            sessionize(spark, input=str(inp), output=str(out), checkpoint=str(ckpt), key="user_id", time="ts_ms",
+                       gap="30s", watermark_delay="10s", aggs=["sum:value", "count"], backend=backend,
+                       partitions=partitions, state_layout="cells" if layout == "cells" else None)
+        else:
+            _sessionize(inp, out, ckpt, backend, partitions, final=i == len(files) - 1)
     assert output_rows(spark, out) == reference
     from statekit.checkpoint import inspect_checkpoint
     info = inspect_checkpoint(str(ckpt))
@@ -102,10 +115,10 @@ run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", c
 '''
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_run_keyed_rescale_in_a_new_application_with_a_lazy_factory(spark, tmp_path, backend):
+def test_run_keyed_rescale_in_a_new_application_with_a_lazy_factory(spark, tmp_path):
+    """Each backend restores (in a new application, rescaled) what the other wrote with the lazy factory."""
     clicks = clickstream(1200, 25, seed=13)
-    staged = write_input(clicks, tmp_path / "staged", files=2)
+    staged = write_input(clicks, tmp_path / "staged", files=len(CHAIN))
     reference = spark_sessions(spark, staged)
     code = tmp_path / "code"
     code.mkdir()
@@ -113,11 +126,12 @@ def test_run_keyed_rescale_in_a_new_application_with_a_lazy_factory(spark, tmp_p
     (code / "run.py").write_text(RUN.format())
     inp, out, ckpt = tmp_path / "in", tmp_path / "out", tmp_path / "ckpt"
     inp.mkdir()
-    for i, (f, partitions) in enumerate(zip(sorted(staged.iterdir()), (2, 3))):
+    files = sorted(staged.iterdir())
+    for i, (f, backend, partitions) in enumerate(zip(files, CHAIN, itertools.cycle(PARTITIONS))):
         shutil.copy(f, inp / f.name)
         os.utime(inp / f.name, (time.time() + i, time.time() + i))
         r = subprocess.run([sys.executable, str(code / "run.py"), str(inp), str(out), str(ckpt), backend,
-                            str(partitions), "1" if i == 1 else "0"], capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "PYTHONPATH": str(code)})
+                            str(partitions), "1" if i == len(files) - 1 else "0"], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": str(code)})
         assert r.returncode == 0, r.stderr[-4000:]
     assert output_rows(spark, out) == reference

@@ -1,7 +1,8 @@
-"""A changed job on an existing checkpoint, each run a new application with fresh Python workers: an
-aggregate added to `statekit sessionize` is refused before anything runs (checkpoint and output
-untouched), then migrated with --migrate-state while the job also moves backend and partition count;
-and a run_keyed job whose own AggregateFunction declares a new accumulator version with a migration."""
+"""A changed job on an existing checkpoint, each run on it a new application with fresh Python workers
+(the first run, which restores nothing, runs in the shared session): an aggregate added to `statekit
+sessionize` is refused before anything runs (checkpoint and output untouched), then migrated with
+--migrate-state while the job also moves backend and partition count; and a run_keyed job whose own
+AggregateFunction declares a new accumulator version with a migration."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from pyspark import cloudpickle
 
 from statekit.checkpoint import JobChangeError
-from tests.spark_support import COLUMNS, staged_input
+from statekit.jobs import sessionize
+from tests.spark_support import COLUMNS, DELAY, GAP, staged_input
 
 pytestmark = pytest.mark.spark
 
@@ -31,7 +34,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
 
 def _sessionize(inp: Path, out: Path, backend: str, partitions: int, *extra: str) -> subprocess.CompletedProcess:
     return _run([sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--output", str(out),
-                 "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "10s",
+                 "--key", "user_id", "--time", "ts_ms", "--gap", GAP, "--watermark-delay", DELAY,
                  "--backend", backend, "--partitions", str(partitions), "--master", "local[2]",
                  "--trigger", "available-now", *FRESH, *extra])
 
@@ -78,8 +81,8 @@ def test_sessionize_refuses_then_migrates_an_added_aggregate(spark, tmp_path, fi
 
     add(0)
     add(1)
-    run = _sessionize(inp, out, first, 2, *aggs)  # two epochs: the second fires sessions
-    assert run.returncode == 0, run.stderr[-3000:]
+    sessionize(spark, input=str(inp), output=str(out), key="user_id", time="ts_ms", gap=GAP, watermark_delay=DELAY,
+               aggs=["sum:value", "count"], backend=first, partitions=2)  # two epochs: the second fires sessions
     before = _tree(out)
     add(2)
     add(3)  # two more epochs, then the final one
@@ -178,7 +181,8 @@ run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", c
 
 
 def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, monkeypatch):
-    """Heap writes version 1; RocksDB restores it (another backend: through the logical snapshot) and migrates."""
+    """Heap writes version 1; RocksDB restores it in a new application (another backend: through the logical
+    snapshot) and migrates."""
     staged = staged_input(spark, tmp_path, 1200, 25, seed=8, files=3)
     inp, out, files, ckpt, code = staged.inp, staged.out, staged.files, tmp_path / "ckpt", tmp_path / "code"
     code.mkdir()
@@ -186,22 +190,26 @@ def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, monkeypatch):
     (code / "run.py").write_text(RUN)
     env_path = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
 
-    def run(version: int, final: bool, backend: str) -> None:
-        r = subprocess.run([sys.executable, str(code / "run.py"), str(inp), str(out), str(ckpt), backend,
-                            str(version), "1" if final else "0"], capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "PYTHONPATH": env_path, "PYTHONHASHSEED": "0"}, cwd=str(code))
-        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
-
-    staged.add(0)
-    staged.add(1)
-    run(1, final=False, backend="heap")  # two epochs: the second fires sessions
-    staged.add(2)
-    before = sorted(p.name for p in out.rglob("*"))
-    # version 2 without its migration: refused by the driver before anything runs (nothing written)
     monkeypatch.syspath_prepend(str(code))
+    import stats_factory
     from stats_factory import Factory, Stats
     from statekit.spark import run_keyed
 
+    staged.add(0)
+    staged.add(1)
+    cloudpickle.register_pickle_by_value(stats_factory)  # the shared session's workers cannot import it
+    try:  # the first run restores nothing: in the shared session; two epochs, the second fires sessions
+        stream = (spark.readStream.option("header", "true").option("maxFilesPerTrigger", 1)
+                  .schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(str(inp)))
+        run_keyed(stream.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],
+                  operator_factory=Factory(1), checkpoint=str(ckpt), output=str(out), partitions=2,
+                  watermark_delay="10s", result_schema=SCHEMA, config={"backend": "heap"})
+    finally:
+        cloudpickle.unregister_pickle_by_value(stats_factory)
+    staged.add(2)
+    before = sorted(p.name for p in out.rglob("*"))
+
+    # version 2 without its migration: refused by the driver before anything runs (nothing written)
     class Unmigrated(Stats):
         def accumulator_migration(self):
             return None
@@ -219,7 +227,10 @@ def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, monkeypatch):
                   mode="batch")
     assert sorted(p.name for p in out.rglob("*")) == before
 
-    run(2, final=True, backend="rocksdb")
+    argv = [sys.executable, str(code / "run.py"), str(inp), str(out), str(ckpt), "rocksdb", "2", "1"]
+    migrated = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=str(code),
+                              env={**os.environ, "PYTHONPATH": env_path, "PYTHONHASHSEED": "0"})
+    assert migrated.returncode == 0, (migrated.stdout[-2000:], migrated.stderr[-4000:])
     rows = sorted(tuple(r) for r in spark.read.parquet(str(out)).select(*COLUMNS, "max_value").collect())
     assert [r[:5] for r in rows] == staged.reference
     migration = _check_max(spark, out, rows, _records(files[2]))
