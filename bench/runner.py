@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
     ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
                     help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; every "
-                         "variant but tws (spark-medium.*, spark-large.*)")
+                         "variant but tws and floor (spark-medium.*, spark-large.*)")
     ap.add_argument("--state-layout", choices=["table", "cells"], default=DEFAULT_STATE_LAYOUT,
                     help="spark only: statekit's state layout (sessionize --state-layout; another than the "
                          "default writes spark-*-<layout>.*)")
@@ -104,8 +104,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="spark only: the input files' format, read by every variant (csv writes spark-*-csv.*)")
     ap.add_argument("--variants", type=_variants, default=None, metavar="NAME,...",
                     help="spark only: the runs to make, comma-separated, of builtin (statekit sessionize), plain "
-                         "(run_keyed with a plain Python AggregateFunction), vectorized (the same as a numpy VectorAggregate), native (Spark's session_window) and "
-                         "tws (transformWithStateInPandas); default: all (medium and large: all but tws); a subset "
+                         "(run_keyed with a plain Python AggregateFunction), vectorized (the same as a numpy VectorAggregate), native (Spark's session_window), "
+                         "tws (transformWithStateInPandas) and floor (a stateless pass through one Python stage: "
+                         "the bound on any engine's speedup with Python in Spark's micro-batches); default: all "
+                         "(medium and large: all but tws and floor); a subset "
                          "writes spark-*-<variants>.*")
     ap.add_argument("--seed", type=int, default=None, metavar="N",
                     help="spark only: draw the clickstream with another seed, data no tuning has seen (writes "

@@ -8,9 +8,9 @@ One generated clickstream per user count, written as 10 parquet or csv files (qu
 / micro-batch, ``maxFilesPerTrigger=1``, ``availableNow``), the same Spark settings for every run
 (``local[2]``, ``spark.sql.shuffle.partitions`` = statekit partitions, RocksDB state store provider,
 10 s watermark delay, 30 s gap, sum+count per session). Each run is a fresh process with its own
-JVM; events/s is the input size over the query's wall time (from start to the last session
-written, Spark's startup excluded); peak RSS is sampled per role: driver Python, driver JVM, Python
-workers. Every run's sessions are checked against the sort-and-scan reference, read once its process
+JVM; events/s is the input size over the query's wall time (from building its input DataFrame, as a
+statekit run does from its input's path, to the last session written; Spark's startup excluded); peak
+RSS is sampled per role: driver Python, driver JVM, Python workers. Every run's sessions are checked against the sort-and-scan reference, read once its process
 ended (so the check is not in the run's peak RSS). A Spark baseline still running after ``BUDGET_S``
 is stopped and rated on the micro-batches it finished (so the full run stays well under an hour); its
 sessions are then not compared.
@@ -20,6 +20,11 @@ a Connect server in each run's process (its JVM and Python workers are then in t
 as for a classic run); ``--remote sc://host:port`` connects to a running server, whose memory is not
 sampled. The server's Python workers need statekit: a server started elsewhere needs ``PYSPARK_PYTHON``
 set to an interpreter that has it.
+
+The floor (``floor``, in the default scale's runs): the same files read as a stream and shuffled by key,
+every row handed to one Python stage that keeps no state and writes only a row count per batch: what any
+engine running Python in Spark's micro-batches pays at least, so it bounds the speedup such an engine can
+show over Spark's own.
 
 Closing the last sessions: statekit runs ``--final`` (a last epoch with the maximum watermark).
 Spark's streaming operators have no such end-of-input flush, so their input gets one extra file
@@ -52,6 +57,7 @@ DELAY_MS = 10_000
 SENTINEL = "__end_of_input__"
 BACKENDS = ("heap", "rocksdb")
 NATIVE, TWS = "spark session_window", "transformWithStateInPandas"
+FLOOR = "spark stateless pass (shuffle by key, one Python stage, counts out)"
 ROLES = {JVM: "driver JVM", WORKERS: "Python workers", HOSTS: "state hosts", PYTHON: "driver Python"}
 COLUMNS = ("user_id", "window_start", "window_end", "sum_value", "count")
 INPUT_SCHEMA = "user_id string, ts_ms long, value long"
@@ -163,12 +169,13 @@ def _source(spark: Any, input_dir: str, fmt: str) -> Any:
             .withWatermark("ts", f"{DELAY_MS} milliseconds"))
 
 
-def _run_query(spark: Any, df: Any, work: str, budget_s: float) -> dict:
-    """Write ``df`` (append mode) to parquet with availableNow; wall seconds and what it wrote. A query
+def _run_query(spark: Any, build: Callable[[], Any], work: str, budget_s: float) -> dict:
+    """Write the DataFrame ``build()`` makes (append mode) to parquet with availableNow; wall seconds, from
+    building it (as a statekit run's time starts where it builds its input), and what it wrote. A query
     still running after ``budget_s`` is stopped: its rate is then the rows of the batches it finished
     over their time, and its sessions are not compared."""
     def go() -> tuple[Any, bool]:
-        q = (df.writeStream.format("parquet").outputMode("append").option("checkpointLocation", f"{work}/ckpt")
+        q = (build().writeStream.format("parquet").outputMode("append").option("checkpointLocation", f"{work}/ckpt")
              .trigger(availableNow=True).start(f"{work}/out"))
         done = q.awaitTermination(budget_s)
         if not done:
@@ -195,32 +202,49 @@ def run_native(spec: RunSpec) -> dict:
     from pyspark.sql import functions as F
 
     spark = _spark(spec.remote)
-    sessions = (_source(spark, spec.input_dir, spec.fmt)
-                .groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
-                .agg(F.sum("value").alias("sum_value"), F.count("*").alias("count"))
-                .select("user_id", F.unix_millis("session_window.start").alias("window_start"),
-                        F.unix_millis("session_window.end").alias("window_end"), "sum_value", "count"))
-    return _run_query(spark, sessions, spec.work, BUDGET_S)
+    return _run_query(spark, lambda: (
+        _source(spark, spec.input_dir, spec.fmt).groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
+        .agg(F.sum("value").alias("sum_value"), F.count("*").alias("count"))
+        .select("user_id", F.unix_millis("session_window.start").alias("window_start"),
+                F.unix_millis("session_window.end").alias("window_end"), "sum_value", "count")), spec.work, BUDGET_S)
+
+
+def run_floor(spec: RunSpec) -> dict:
+    """The floor under any engine with Python in Spark's micro-batches: the files as a stream, shuffled by key
+    into the partitions, every row handed to one Python (Arrow) stage, which keeps no state and writes only
+    how many rows each batch it got held (so its output costs less than any engine's results)."""
+    def count_rows(batches: Iterator[Any]) -> Iterator[Any]:  # nested: pickled by value, no import in workers
+        import pyarrow as pa
+
+        for batch in batches:
+            yield pa.record_batch([pa.array([batch.num_rows], pa.int64())], names=["rows"])
+
+    spark = _spark(spec.remote)
+    return _run_query(spark, lambda: _stream(spark, spec.input_dir, spec.fmt).repartition(PARTITIONS, "user_id")
+                      .mapInArrow(count_rows, "rows long"), spec.work, BUDGET_S)
 
 
 def run_tws(spec: RunSpec) -> dict:
     """The same sessions with ``transformWithStateInPandas`` (event-time timers, RocksDB state store)."""
     spark = _spark(spec.remote)
-    df = (_source(spark, spec.input_dir, spec.fmt).groupBy("user_id")
-          .transformWithStateInPandas(statefulProcessor=session_processor()(GAP_MS), outputStructType=OUTPUT_SCHEMA,
-                                      outputMode="Append", timeMode="EventTime"))
-    return _run_query(spark, df, spec.work, BUDGET_S)
+    processor = session_processor()(GAP_MS)
+    return _run_query(spark, lambda: (
+        _source(spark, spec.input_dir, spec.fmt).groupBy("user_id")
+        .transformWithStateInPandas(statefulProcessor=processor, outputStructType=OUTPUT_SCHEMA, outputMode="Append",
+                                    timeMode="EventTime")), spec.work, BUDGET_S)
 
 
 @dataclass(frozen=True)
 class Variant:
     """A kind of run: its runner (module level: each run is a fresh process) and whether it is statekit's
     (one run per backend, on the input files, closed by ``final``) or a Spark baseline (on the files
-    with the sentinel)."""
+    with the sentinel); ``sessions``: whether it writes sessions (checked against the reference) or, as
+    the floor, passes its input through (every event checked to be written)."""
 
     title: str
     runner: Callable[[RunSpec], dict]
     statekit: bool
+    sessions: bool = True
 
 
 VARIANTS = {
@@ -231,6 +255,7 @@ VARIANTS = {
                           "WindowBatchFunction", run_vectorized, statekit=True),
     "native": Variant(NATIVE, run_native, statekit=False),
     "tws": Variant(TWS, run_tws, statekit=False),
+    "floor": Variant(FLOOR, run_floor, statekit=False, sessions=False),
 }
 """``--variants`` names, in the order a run goes. A new variant is a runner taking a ``RunSpec`` (as
 ``run_plain``), a line here and its goal in ``GOALS``."""
@@ -340,6 +365,14 @@ def _inputs(root: Path, n_events: int, n_users: int, files: int, fmt: str,
     return str(root / "input"), str(spark_dir), sessionize_reference(data, GAP_MS)
 
 
+def _rows(path: str) -> int:
+    """How many rows the floor's Python stage counted (files named ``_*`` or ``.*`` skipped), read after its
+    process ended."""
+    import pyarrow.dataset as pads
+
+    return pads.dataset(path, format="parquet").to_table(columns=["rows"]).column("rows").to_numpy().sum().item()
+
+
 def _find(module: str) -> object | None:
     try:
         return importlib.util.find_spec(module)
@@ -361,13 +394,16 @@ def _java_version() -> str:
 
 
 SCALES = {
-    "default": {"events": 1_000_000, "users": [10_000, 100_000], "files": 10, "tws": True},
-    "medium": {"events": 2_000_000, "users": [400_000], "files": 10, "tws": False},
-    "large": {"events": 5_000_000, "users": [1_000_000], "files": 10, "tws": False},
+    "default": {"events": 1_000_000, "users": [10_000, 100_000], "files": 10, "optional": ("tws", "floor")},
+    "medium": {"events": 2_000_000, "users": [400_000], "files": 10, "optional": ()},
+    "large": {"events": 5_000_000, "users": [1_000_000], "files": 10, "optional": ()},
 }
 """Sizes of ``statekit bench spark`` (``--scale medium``/``large``: the large-state cases of issue 13,
-without the much slower transformWithStateInPandas unless ``--variants`` names it); ``--users`` replaces
-a scale's user counts; ``--quick`` shrinks any to a smoke run (``QUICK``)."""
+without the much slower transformWithStateInPandas and the floor unless ``--variants`` names them: the
+``optional`` variants a scale runs by default); ``--users`` replaces a scale's user counts; ``--quick``
+shrinks any to a smoke run (``QUICK``)."""
+OPTIONAL = ("tws", "floor")
+"""Variants a scale runs only when its ``optional`` names them or ``--variants`` does."""
 QUICK = {"events": 5_000, "users": [500], "files": 2}
 """``--quick``'s sizes, whatever the scale (``--users`` still replaces the user counts): a smoke run, each
 run's cost mostly its JVM's start and its micro-batches, so two files (sessions still span epochs) of a
@@ -401,7 +437,7 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
     size = {**SCALES[scale], **(QUICK if quick else {})}
     n_events, files, user_counts = size["events"], size["files"], users or size["users"]
     names = ([n for n in VARIANTS if n in check_variants(variants)] if variants
-             else [n for n in VARIANTS if n != "tws" or size["tws"]])
+             else [n for n in VARIANTS if n not in OPTIONAL or n in size["optional"]])
     session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")
                else " (a running server: its memory is not sampled)") if remote else "classic")
     rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed), params={
@@ -437,7 +473,11 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
             results[(u, label)] = run_isolated(variant.runner, spec)
             res = results[(u, label)][0]
             if "output" in res:
-                res["sessions"] = _sessions(res.pop("output"))
+                written = res.pop("output")
+                if variant.sessions:
+                    res["sessions"] = _sessions(written)
+                else:
+                    res["rows"] = _rows(written)
             shutil.rmtree(work, ignore_errors=True)
         references = {u: inputs[u][2] for u in user_counts}
     _report(rep, n_events, user_counts, names, results, references)
@@ -464,21 +504,33 @@ def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list
             if v in speedup_line and NATIVE in rates:
                 speedup_line[v].append((users, rates[v] / rates[NATIVE]))
         agree = {v: f"not compared: stopped after {BUDGET_S} s, rated on its {res['batches']} finished batches"
-                 if "sessions" not in res else "identical to reference" if res["sessions"] == ref else
-                 f"DIFFERS: {len(res['sessions']):,} sessions, "
-                 f"{len(set(res['sessions']) - set(ref)):,} not in reference, {res['late']} late"
+                 if "sessions" not in res and "rows" not in res else _written(res, ref, n_events)
                  for v, (res, _) in got.items()}
         ours = [n for n in names if VARIANTS[n].statekit] or [None]
-        bases = [n for n in names if not VARIANTS[n].statekit and VARIANTS[n].title in got] or [None]
+        bases = [n for n in names if not VARIANTS[n].statekit and VARIANTS[n].title in got]
         comparison = _Comparison(rep, f"{n_events:,} events, {users:,} users", got, rates, agree, len(ref))
         for name in ours:
-            for base in bases:
+            for base in [b for b in bases if VARIANTS[b].sessions] or [None]:
                 if name or base:
                     comparison.add(name, base)
+        for floor in [b for b in bases if not VARIANTS[b].sessions]:
+            comparison.floor(floor, ours[0])
     rep.series("end to end on Spark local[2]", "users", "events/s", rates_line, log_x=True, log_y=True)
     rep.series("peak RSS, whole process tree", "users", "MiB", rss_line, log_x=True)
     if any(speedup_line.values()):
         rep.series(f"speedup over {NATIVE}", "users", "x", speedup_line, log_x=True)
+
+
+def _written(res: dict, reference: list[tuple], n_events: int) -> str:
+    """Whether a run wrote what it should: the reference sessions, or (the floor) a count of every event and
+    the sentinel."""
+    if "rows" in res:
+        return (f"counted every event ({res['rows']:,} rows)" if res["rows"] == n_events + 1 else
+                f"DIFFERS: {res['rows']:,} rows counted of {n_events + 1:,} read")
+    if res["sessions"] == reference:
+        return "identical to reference"
+    return (f"DIFFERS: {len(res['sessions']):,} sessions, {len(set(res['sessions']) - set(reference)):,} not in "
+            f"reference, {res['late']} late")
 
 
 @dataclass
@@ -517,6 +569,19 @@ class _Comparison:
                       "none: session_window runs in the JVM" if base == "native" and role in (WORKERS, HOSTS) else "")
         self._add(f"peak RSS whole process tree{vs} {tag}", "MiB",
                   [self._rss(v) for v in (heap, rocksdb, baseline)], baseline)
+
+    def floor(self, name: str, ours: str | None) -> None:
+        """The floor's rate beside statekit variant ``ours``'s runs, and the most the floor lets any engine with
+        Python in the same micro-batches gain over Spark's ``session_window`` (when that ran too)."""
+        title = VARIANTS[name].title
+        heap, rocksdb = (run_label(ours, b) for b in BACKENDS) if ours else (None, None)
+        bound = (f"with no state at all, a Python stage in these micro-batches runs at "
+                 f"{self.rates[title] / self.rates[NATIVE]:.2f}x {NATIVE}; " if NATIVE in self.rates else "")
+        runs = [v for v in (heap, rocksdb) if v in self.got]
+        tag = f"({ours}, {self.tag})" if ours and ours != "builtin" else f"({self.tag})"
+        self._add(f"events/s vs {title} {tag}", "events/s", [self.rates.get(v) for v in (heap, rocksdb, title)],
+                  title, f"{bound}{title}: {self.agree[title]}; " + "; ".join(_timing(v, self.got[v][0])
+                                                                          for v in [*runs, title]))
 
     def _add(self, name: str, unit: str, values: list[float | None], baseline: str | None, notes: str = "") -> None:
         self.rep.add(name, unit, heap=values[0], rocksdb=values[1], baseline=values[2], baseline_name=baseline or "",

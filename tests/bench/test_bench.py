@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from statekit.bench import PARTS
-from statekit.bench.spark import QUICK
+from statekit.bench.spark import FLOOR, QUICK
 
 SIZES = f"{QUICK['events']:,} events, {QUICK['users'][0]:,} users"
 SPARK_TAGS = [f"({SIZES})", f"(plain, {SIZES})", f"(vectorized, {SIZES})"]
@@ -40,7 +40,8 @@ EXPECTED = {
     "spark": [f"{fig} vs {base} {tag}" for tag in SPARK_TAGS
               for base in ("spark session_window", "transformWithStateInPandas")
               for fig in ("events/s", "sessions", "peak RSS driver JVM", "peak RSS Python workers",
-                          "peak RSS driver Python", "peak RSS whole process tree")],
+                          "peak RSS driver Python", "peak RSS whole process tree")]
+             + [f"events/s vs {FLOOR} ({SIZES})"],
 }
 """Figures each part must report in quick mode (a part may report more)."""
 
@@ -90,10 +91,12 @@ def test_part_report(out_dir: Path, part: str) -> None:
 
 
 def test_spark_sessions_agree(out_dir: Path) -> None:
-    """Every Spark variant, the plain Python aggregate's included, produced the reference sessions (differences
-    are reported in the notes)."""
+    """Every Spark variant, the plain Python aggregate's included, produced the reference sessions, and the
+    floor wrote every event it read (differences are reported in the notes)."""
     data = json.loads((out_dir / "spark.json").read_text())
     for f in data["figures"]:
+        if f["name"].startswith(f"events/s vs {FLOOR}"):  # the floor counts its input: every event checked
+            assert "counted every event" in f["notes"] and "DIFFERS" not in f["notes"], f["notes"]
         if f["name"].startswith("sessions vs"):
             assert "DIFFERS" not in f["notes"], f["notes"]
             assert f["heap"] == f["rocksdb"] == f["baseline"]

@@ -20,7 +20,7 @@ def no_run(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--format", "json"], "argument --format: invalid choice: 'json' (choose from 'csv', 'parquet')"),
     (["--variants", "native,fancy"],
-     "argument --variants: unknown variant(s) 'fancy'; valid: builtin, plain, vectorized, native, tws"),
+     "argument --variants: unknown variant(s) 'fancy'; valid: builtin, plain, vectorized, native, tws, floor"),
     (["--variants", ","], "unknown variant(s) (none given)"),
     (["--users", "10000,10k"], "argument --users: '10k' is not a whole number"),
     (["--users", "0"], "user counts must be positive, got 0"),
