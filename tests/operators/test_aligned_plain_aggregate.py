@@ -36,6 +36,10 @@ ASSIGNERS = {
 # window and out of time order: runs folded after stored accumulators
 STORED = [([("a", 5, 1, 0.5), ("b", 6, 2, 1.5)], True, "records", 0, True),
           ([("a", 8, 3, -1.0), ("a", 7, 4, 2.0), ("b", 9, 5, 0.5), ("a", 6, 6, 1.0)], False, "arrow", 30, False)]
+# a record so far behind the watermark that every window it falls in is cleaned (late, to the side output),
+# next to one on time: the late path is met whatever the generated examples hold
+LATE = [([("a", 5, 1, 0.5)], True, "python", 60, False),
+        ([("a", -45, 2, 1.5), ("b", 1, 3, -0.5)], False, "records", 0, False)]
 
 
 class Trail(AggregateFunction):
@@ -98,6 +102,7 @@ def test_plain_aggregate_on_aligned_windows_equals_record_path(backend_name, tmp
     @given(epochs=EPOCHS, key_form=st.sampled_from(list(KEY_FORMS)))
     @example(epochs=STORED, key_form="int")
     @example(epochs=REFIRE, key_form="str")
+    @example(epochs=LATE, key_form="str")
     def check(epochs, key_form):
         nonlocal fast
 

@@ -56,7 +56,17 @@ def test_workers_fork_with_the_task_modules_loaded_unless_the_user_names_another
     assert got["statekit"]["zips"] == ["StableZipImporter"] and got["spark"]["zips"] == ["zipimporter"]
 
 
-def test_a_failed_preload_is_reported_and_the_daemon_runs_with_its_spawner(monkeypatch, capsys):
+@pytest.fixture
+def freezes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """``gc.freeze`` calls recorded, not made: unfreezing after ``daemon.main`` ran in this process would also
+    unfreeze what every earlier test froze (``gc_paused``), and one full collection then freed it all at once,
+    each py4j object among it a round trip to the JVM (tens of seconds in the suite)."""
+    calls: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append(True))
+    return calls
+
+
+def test_a_failed_preload_is_reported_and_the_daemon_runs_with_its_spawner(monkeypatch, capsys, freezes):
     ran = []
 
     def broken() -> None:
@@ -67,16 +77,14 @@ def test_a_failed_preload_is_reported_and_the_daemon_runs_with_its_spawner(monke
     monkeypatch.setattr("pyspark.daemon.manager", lambda: ran.append(True))
     monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "unset below")  # restored (unset) after the test
     monkeypatch.delenv("MIMALLOC_PURGE_DELAY")
-    try:
-        daemon.main()
-    finally:
-        gc.unfreeze()
+    daemon.main()
+    assert freezes == [True]  # the preloaded objects frozen before the workers fork
     assert ran == [(host.runtime_dir(), host.main), True]  # the spawner forked before Spark's daemon serves
     assert daemon.os.environ["MIMALLOC_PURGE_DELAY"] == "0"  # workers' Arrow pool returns freed pages at once
     assert "preloading task modules failed: ImportError: no module named 'users_lib'" in capsys.readouterr().err
 
 
-def test_a_failed_spawner_is_reported_and_the_daemon_runs(monkeypatch, capsys):
+def test_a_failed_spawner_is_reported_and_the_daemon_runs(monkeypatch, capsys, freezes):
     ran = []
 
     def broken(directory: str, main: object) -> None:
@@ -85,21 +93,16 @@ def test_a_failed_spawner_is_reported_and_the_daemon_runs(monkeypatch, capsys):
     monkeypatch.setattr(daemon, "preload_task_modules", lambda: None)
     monkeypatch.setattr("statekit.spark.runtime.spawner.start_spawner", broken)
     monkeypatch.setattr("pyspark.daemon.manager", lambda: ran.append(True))
-    try:
-        daemon.main()
-    finally:
-        gc.unfreeze()
+    daemon.main()
+    assert freezes == [True]
     assert ran == [True]
     assert "no host spawner: OSError: No space left on device" in capsys.readouterr().err
 
 
-def test_the_daemon_keeps_a_users_allocator_setting(monkeypatch):
+def test_the_daemon_keeps_a_users_allocator_setting(monkeypatch, freezes):
     monkeypatch.setattr("statekit.spark.runtime.spawner.start_spawner", lambda directory, main: None)
     monkeypatch.setattr(daemon, "preload_task_modules", lambda: None)
     monkeypatch.setattr("pyspark.daemon.manager", lambda: None)
     monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "250")
-    try:
-        daemon.main()
-    finally:
-        gc.unfreeze()
+    daemon.main()
     assert daemon.os.environ["MIMALLOC_PURGE_DELAY"] == "250"

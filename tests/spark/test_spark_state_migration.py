@@ -192,6 +192,7 @@ def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, monkeypatch):
 
     monkeypatch.syspath_prepend(str(code))
     import stats_factory
+    monkeypatch.setitem(sys.modules, "stats_factory", stats_factory)  # this test's own module: gone after it
     from stats_factory import Factory, Stats
     from statekit.spark import run_keyed
 
