@@ -10,10 +10,10 @@ One generated clickstream per user count, written as 10 parquet or csv files (qu
 10 s watermark delay, 30 s gap, sum+count per session). Each run is a fresh process with its own
 JVM; events/s is the input size over the query's wall time (from building its input DataFrame, as a
 statekit run does from its input's path, to the last session written; Spark's startup excluded); peak
-RSS is sampled per role: driver Python, driver JVM, Python workers. Every run's sessions are checked against the sort-and-scan reference, read once its process
-ended (so the check is not in the run's peak RSS). A Spark baseline still running after ``BUDGET_S``
-is stopped and rated on the micro-batches it finished (so the full run stays well under an hour); its
-sessions are then not compared.
+RSS is sampled per role: driver Python, driver JVM, Python workers. Every run's sessions are checked
+against the sort-and-scan reference, read once its process ended (so the check is not in the run's peak
+RSS). A Spark baseline still running after ``BUDGET_S`` is stopped and rated on the micro-batches it
+finished (so the full run stays well under an hour); its sessions are then not compared.
 
 On Spark Connect (``--remote``): the same runs, each on a Connect session. ``--remote local[2]`` starts
 a Connect server in each run's process (its JVM and Python workers are then in the sampled process tree,
@@ -239,7 +239,7 @@ class Variant:
     """A kind of run: its runner (module level: each run is a fresh process) and whether it is statekit's
     (one run per backend, on the input files, closed by ``final``) or a Spark baseline (on the files
     with the sentinel); ``sessions``: whether it writes sessions (checked against the reference) or, as
-    the floor, passes its input through (every event checked to be written)."""
+    the floor, counts its input (every event checked to be counted)."""
 
     title: str
     runner: Callable[[RunSpec], dict]
