@@ -54,8 +54,9 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-format", default=None,
                    help="text times by a Spark datetime pattern, e.g. 'yyyy-MM-dd HH:mm:ss' (default: ISO-8601)")
     p.add_argument("--time-zone", default="UTC", help="zone of text times that name none (Europe/Berlin, +01:00)")
-    p.add_argument("--gap", default="30s", help="session gap (30s, 5m, 1h30m, or ms)")
-    p.add_argument("--watermark-delay", default="0", help="how far behind the max event time the watermark trails")
+    p.add_argument("--gap", default="30s", help="session gap, with a unit: 30s, 500ms, 5m, 1h30m")
+    p.add_argument("--watermark-delay", default="0",
+                   help="how far behind the max event time the watermark trails, with a unit (10s, 2m)")
     p.add_argument("--agg", action="append", default=None, help=agg_help())
     p.add_argument("--backend", choices=available_backends(), default=None, help=f"state backend (default {DEFAULT_JOB_BACKEND})")
     p.add_argument("--state-layout", choices=["table", "cells"], default=None,
@@ -79,7 +80,8 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
                    help="aggregates added or removed since the checkpoint's last run: migrate its open sessions "
                         "(an added aggregate counts their records from this run on) instead of refusing the run")
     p.add_argument("--max-ahead", default="default",
-                   help="refuse event times further ahead of the clock (to _invalid/; default 7d; none: no limit)")
+                   help="refuse event times further ahead of the clock, a duration with a unit (to _invalid/; default 7d; "
+                        "none: no limit)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
     p.add_argument("--max-invalid-fraction", type=float, default=1.0, metavar="F",
                    help=f"exit {EXIT_INVALID} after the run when more than this fraction of its records was invalid "
@@ -116,7 +118,7 @@ def run_sessionize(args: Any) -> int:
     preflight_sessionize(input=args.input, output=args.output, key=args.key, time=args.time, aggs=args.agg or ["count"],
                          gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
                          partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format,
-                         connect_server=not starts_jvm(url))
+                         connect_server=not starts_jvm(url), conf=conf)
     spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
     with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:

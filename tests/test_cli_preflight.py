@@ -50,6 +50,8 @@ def sessionize_argv(inp: Path, out: Path, **flags: str) -> list[str]:
 @pytest.mark.parametrize("flags,message", [
     ({"--gap": "30 parsecs"}, "--gap: cannot parse duration '30 parsecs'"),
     ({"--gap": "0s"}, "--gap must be positive, got '0s'"),
+    ({"--gap": "30"}, "--gap '30': a duration needs a unit, e.g. 30s or 30ms (forms: 30s, 500ms, 5m, 1h30m;"),
+    ({"--conf": "spark.statekit.lease_timeout=60"}, "spark.statekit.lease_timeout '60': a duration needs a unit"),
     ({"--watermark-delay": "soon"}, "--watermark-delay: cannot parse duration 'soon'"),
     ({"--max-ahead": "later"}, "--max-ahead: cannot parse duration 'later'"),
     ({"--agg": "median:value"}, "--agg 'median:value': expected count or KIND:COLUMN"),

@@ -7,9 +7,10 @@ is the input of a run on a Spark Connect server (``sc://``: it lists the input o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ..durations import to_millis
+from ..spark.api import ahead_limit_ms, check_duration_settings
 from ..spark.columns import check_columns
 from ..spark.errors import InputError
 from ..spark.files import FORMATS
@@ -30,17 +31,18 @@ def session_gap_ms(gap: int | str) -> int:
 
 
 def check_flags(*, gap: int | str, watermark_delay: int | str, max_ahead: str | None, partitions: int | None,
-                aggs: Iterable[str]) -> None:
-    """The durations, counts and aggregates of a sessionize run, each refused with the flag it came from."""
+                aggs: Iterable[str], conf: Mapping[str, str] | None = None) -> None:
+    """The durations, counts and aggregates of a sessionize run, each refused with the flag it came from, and the
+    durations among its ``--conf`` Spark settings (``spark.statekit.*``)."""
     session_gap_ms(gap)
     if to_millis(watermark_delay, "--watermark-delay") < 0:
         raise ValueError(f"--watermark-delay must be >= 0, got {watermark_delay!r}")
-    if max_ahead is not None and max_ahead.strip().lower() not in ("default", "none"):
-        if to_millis(max_ahead, "--max-ahead") < 0:
-            raise ValueError(f"--max-ahead must be >= 0, got {max_ahead!r}")
+    if max_ahead is not None and max_ahead.strip().lower() != "default":
+        ahead_limit_ms(max_ahead, "--max-ahead")
     if partitions is not None and partitions < 1:
         raise ValueError(f"--partitions must be at least 1, got {partitions}")
     parse_aggs(aggs)
+    check_duration_settings(conf or {})
 
 
 def local(path: str) -> bool:
@@ -113,12 +115,15 @@ def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[s
 
 def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
                          watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
-                         checkpoint: str | None, output_format: str, connect_server: bool = False) -> None:
+                         checkpoint: str | None, output_format: str, connect_server: bool = False,
+                         conf: Mapping[str, str] | None = None) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
     ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
-    ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``."""
+    ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``conf``: its ``--conf``
+    Spark settings."""
     aggs = list(aggs)
-    check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs)
+    check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs,
+                conf=conf)
     if not connect_server:
         find_java()  # what Spark needs first
     if local(input) and not connect_server:
