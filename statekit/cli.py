@@ -108,6 +108,7 @@ def run_sessionize(args: Any) -> int:
     from .jobs.preflight import preflight_sessionize
     from .spark import spark_session
     from .spark.interrupts import CtrlC
+    from .spark.event_time import TimeSpec
     from .spark.session import remote_url, starts_jvm
     from .spark.session_kind import job_canceller
 
@@ -118,7 +119,8 @@ def run_sessionize(args: Any) -> int:
     preflight_sessionize(input=args.input, output=args.output, key=args.key, time=args.time, aggs=args.agg or ["count"],
                          gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
                          partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format,
-                         connect_server=not starts_jvm(url), conf=conf)
+                         connect_server=not starts_jvm(url), conf=conf,
+                         time_spec=TimeSpec(args.time_unit, args.time_format, args.time_zone))
     spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
     with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:

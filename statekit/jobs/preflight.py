@@ -13,6 +13,7 @@ from ..durations import to_millis
 from ..spark.api import ahead_limit_ms, check_duration_settings
 from ..spark.columns import check_columns
 from ..spark.errors import InputError
+from ..spark.event_time import NO_DATE, PATTERNS, TimeSpec
 from ..spark.files import FORMATS
 from ..spark.java import find_java
 from ..spark.output_dir import check_output_is_own
@@ -20,6 +21,8 @@ from .aggregates import parse_aggs
 
 _SAMPLE_BYTES = 1 << 20
 """How much of a json file is read for its schema (whole lines): the first rows name the columns."""
+_SAMPLE_ROWS = 1000
+"""How many of the first file's time values pre-flight looks at."""
 
 
 def session_gap_ms(gap: int | str) -> int:
@@ -64,6 +67,18 @@ def data_files(path: str) -> list[Path]:
     return found
 
 
+def json_head(path: Path) -> Any:
+    """The first rows of a json file (one object a line) as a pyarrow table: its whole lines in the first
+    ``_SAMPLE_BYTES``."""
+    import pyarrow as pa
+    import pyarrow.json as pjson
+
+    with open(path, "rb") as f:
+        head = f.read(_SAMPLE_BYTES)
+    lines = head if len(head) < _SAMPLE_BYTES else head[:head.rfind(b"\n") + 1]
+    return pjson.read_json(pa.BufferReader(lines))
+
+
 def file_schema(path: Path, fmt: str) -> Any:
     """The pyarrow schema of a csv (header row), json (one object a line) or parquet file, from its first rows."""
     import pyarrow as pa
@@ -78,12 +93,7 @@ def file_schema(path: Path, fmt: str) -> Any:
 
             with pcsv.open_csv(path) as reader:
                 return reader.schema
-        import pyarrow.json as pjson
-
-        with open(path, "rb") as f:
-            head = f.read(_SAMPLE_BYTES)
-        lines = head if len(head) < _SAMPLE_BYTES else head[:head.rfind(b"\n") + 1]
-        return pjson.read_json(pa.BufferReader(lines)).schema
+        return json_head(path).schema
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"input {path}: cannot be read as {fmt}: {e}; pass --format {'|'.join(FORMATS)} if it "
                          f"is another") from None
@@ -91,16 +101,18 @@ def file_schema(path: Path, fmt: str) -> Any:
 
 def usable_time_type(arrow_type: Any) -> bool:
     """Whether a time column of ``arrow_type`` can hold event times: integers, floating numbers and decimals
-    (epoch values), text, timestamps and dates (a column with no value in the rows read: not known yet)."""
+    (epoch values), text, timestamps and dates (a column with no value in the rows read: not known yet); times
+    of day too, as text in a csv file would be (their values are then refused: they have no date)."""
     import pyarrow.types as t
 
     return any(check(arrow_type) for check in (t.is_integer, t.is_floating, t.is_decimal, t.is_string,
-                                                t.is_large_string, t.is_timestamp, t.is_date, t.is_null))
+                                                t.is_large_string, t.is_timestamp, t.is_date, t.is_time, t.is_null))
 
 
-def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]]) -> None:
+def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
+                time_spec: TimeSpec = TimeSpec()) -> None:
     """The input exists, holds data files of a known format, and its first file has the ``required`` columns,
-    the time column of a usable type."""
+    the time column of a usable type, with times among its first values."""
     first = data_files(path)[0]
     fmt = fmt or first.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
@@ -111,16 +123,54 @@ def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[s
     if not usable_time_type(time_type):
         raise InputError(f"input {first}: time column {time!r} has type {time_type}: it must hold event times "
                          f"(epoch numbers, text, a timestamp or a date)")
+    check_time_values(first, fmt, time, time_spec)
+
+
+def first_values(path: Path, fmt: str, column: str) -> list[Any]:
+    """The first values of ``column`` of a csv (as text), json or parquet file (its first block or row batch), as
+    pyarrow reads them."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        batch = next(pq.ParquetFile(path).iter_batches(batch_size=_SAMPLE_ROWS, columns=[column]), None)
+        return [] if batch is None else batch.column(0).to_pylist()
+    if fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        as_text = pcsv.ConvertOptions(include_columns=[column], column_types={column: pa.string()})  # as Spark reads it
+        with pcsv.open_csv(path, convert_options=as_text) as reader:
+            batch = next(iter(reader), None)
+        return [] if batch is None else batch.column(0).to_pylist()[:_SAMPLE_ROWS]
+    return json_head(path).column(column).to_pylist()[:_SAMPLE_ROWS]
+
+
+def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec) -> None:
+    """Refuse a time column none of whose first values gives an event time under ``time_spec`` (every row of the
+    run would go to ``_invalid``), naming the file, the column, a value and the flag or fix that helps."""
+    values = [v for v in first_values(path, fmt, time) if v is not None]
+    if not values or any(time_spec.may_convert(v) for v in values):
+        return
+    why = time_spec.reason(values[0])
+    if why.startswith(NO_DATE):
+        fix = "write the times with their date (e.g. 2026-03-01T12:00:00)"
+    elif "--time-unit s" in why:
+        fix = "pass --time-unit s for epoch seconds"
+    else:
+        fix = f"pass --time-format PATTERN for text written another way (see {PATTERNS})"
+    raise InputError(f"input {path}: time column {time!r}: none of its first {len(values)} values is a time "
+                     f"({why}); {fix}")
 
 
 def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
                          watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
                          checkpoint: str | None, output_format: str, connect_server: bool = False,
-                         conf: Mapping[str, str] | None = None) -> None:
+                         conf: Mapping[str, str] | None = None, time_spec: TimeSpec = TimeSpec()) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
     ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
     ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``conf``: its ``--conf``
-    Spark settings."""
+    Spark settings; ``time_spec``: how its times are read (``--time-unit``, ``--time-format``, ``--time-zone``)."""
     aggs = list(aggs)
     check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs,
                 conf=conf)
@@ -129,7 +179,7 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
     if local(input) and not connect_server:
         required = [(key, "key"), (time, "time")]
         required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]
-        check_input(input, fmt=fmt, time=time, required=required)
+        check_input(input, fmt=fmt, time=time, required=required, time_spec=time_spec)
     files = output.rstrip("/") + "/_statekit" if output_format == "delta" else output
     if local(files):
         check_output_is_own(files, checkpoint)
