@@ -327,9 +327,11 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     delay_ms = to_millis(watermark_delay, "watermark_delay")
     if delay_ms < 0:
         raise ValueError(f"watermark_delay must be >= 0, got {watermark_delay!r}")
+    ahead_from = "max_ahead"
     if max_ahead == "default":
+        ahead_from = "spark.statekit.max_ahead"
         max_ahead = settings.get("max_ahead", DEFAULT_MAX_AHEAD)
-    max_ahead_ms = ahead_limit_ms(max_ahead, "spark.statekit.max_ahead" if "max_ahead" in settings else "max_ahead")
+    max_ahead_ms = ahead_limit_ms(max_ahead, ahead_from)
     checkpoint = checkpoint or settings.get("checkpoint") or output.rstrip("/") + "/_checkpoint"
     if "://" not in checkpoint:
         checkpoint = os.path.abspath(checkpoint)  # executors run in other working directories
