@@ -147,20 +147,22 @@ def first_values(path: Path, fmt: str, column: str) -> list[Any]:
 
 
 def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec) -> None:
-    """Refuse a time column none of whose first values gives an event time under ``time_spec`` (every row of the
-    run would go to ``_invalid``), naming the file, the column, a value and the flag or fix that helps."""
+    """Refuse a time column most of whose first values give no event time under ``time_spec`` (most rows of the
+    run would go to ``_invalid``: a wrong ``--time-unit`` or ``--time-format``, or times without a date), naming
+    the file, the column, a value and the flag or fix that helps."""
     values = [v for v in first_values(path, fmt, time) if v is not None]
-    if not values or any(time_spec.may_convert(v) for v in values):
+    bad = [v for v in values if not time_spec.may_convert(v)]
+    if len(bad) * 2 <= len(values):
         return
-    why = time_spec.reason(values[0])
+    why = time_spec.reason(bad[0])
     if why.startswith(NO_DATE):
         fix = "write the times with their date (e.g. 2026-03-01T12:00:00)"
     elif "--time-unit s" in why:
         fix = "pass --time-unit s for epoch seconds"
     else:
         fix = f"pass --time-format PATTERN for text written another way (see {PATTERNS})"
-    raise InputError(f"input {path}: time column {time!r}: none of its first {len(values)} values is a time "
-                     f"({why}); {fix}")
+    raise InputError(f"input {path}: time column {time!r}: {len(bad):,} of its first {len(values):,} values are "
+                     f"not times ({why}); {fix}")
 
 
 def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
