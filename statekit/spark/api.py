@@ -279,16 +279,19 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     writing its results under ``output``; returns the epochs' metrics.
 
     ``time``: a TIMESTAMP or TIMESTAMP_NTZ (or DATE) column, epoch numbers in ``time_unit`` (``s``, ``ms``,
-    ``us``), or text: ISO-8601 (or epoch numbers), or by ``time_format`` (Spark's datetime pattern), text
-    without a zone read in ``time_zone``. The operator sees event times as integer milliseconds (the
-    ``ts`` of its records; a finer part is dropped); values that do not convert go to the invalid output.
+    ``us``; seconds may have a fraction), or text: ISO-8601 with a date (or epoch numbers), or by ``time_format``
+    (Spark's datetime pattern), text without a zone read in ``time_zone``. The operator sees event times as
+    integer milliseconds (the ``ts`` of its records; a finer part is dropped); values that do not convert go to
+    the invalid output.
 
     Each operator record is ``(key, row, ts)`` where ``row`` is the tuple of ``columns`` (default: every
     column of ``df``); the operator's outputs must be tuples matching ``result_schema`` (a StructType or
     DDL string), its side output ``"late"`` carries late rows. ``mode``: ``"stream"`` (default for a
     streaming ``df``: one epoch per Structured Streaming batch, ``trigger`` ``available-now`` or
     ``continuous``) or ``"batch"`` (one epoch, then the final one). ``final``: after the input, one
-    epoch with the maximum watermark fires and cleans every window. ``checkpoint`` default:
+    epoch with the maximum watermark fires and cleans every window. ``watermark_delay`` and ``max_ahead`` are
+    durations: an int of milliseconds, a ``timedelta``, or text with a unit (``"10s"``; ``statekit.to_millis``).
+    ``checkpoint`` default:
     ``spark.statekit.checkpoint``, else ``<output>/_checkpoint``; ``partitions`` default:
     ``spark.statekit.partitions``, else Spark's default parallelism. Rerunning with the same
     checkpoint resumes after its last committed epoch. ``max_ahead`` (``"default"``: ``spark.statekit.max_ahead``,
