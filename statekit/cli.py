@@ -80,8 +80,8 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
                    help="aggregates added or removed since the checkpoint's last run: migrate its open sessions "
                         "(an added aggregate counts their records from this run on) instead of refusing the run")
     p.add_argument("--max-ahead", default="default",
-                   help="refuse event times further ahead of the clock, a duration with a unit (to _invalid/; default 7d; "
-                        "none: no limit)")
+                   help="refuse event times further ahead of the clock, a duration with a unit (to _invalid/; "
+                        "default 7d; none: no limit)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
     p.add_argument("--max-invalid-fraction", type=float, default=1.0, metavar="F",
                    help=f"exit {EXIT_INVALID} after the run when more than this fraction of its records was invalid "

@@ -1,15 +1,15 @@
 """Event times as users have them, to the int64 milliseconds the operators work in, and window bounds back.
 
-``TimeSpec`` is the one rule: a time column of Spark type TIMESTAMP or TIMESTAMP_NTZ, text (ISO-8601, or a
-``--time-format`` pattern; text without a zone is read in ``--time-zone``) or epoch numbers in ``--time-unit``
-(as numbers or as text: seconds may carry a fraction, milliseconds and microseconds are whole numbers, as a
-fraction of them is most likely seconds read in the wrong unit) becomes milliseconds in Spark SQL (the ``try_``
-forms: a value that does not convert is null, and the router gives the row a reason). Text with a time but no date (``12:00``),
-which Spark would place on today's date, does not convert. Results come back in the input's kind, as Spark's
-``session_window`` gives them: timestamps for timestamps and text (TIMESTAMP_NTZ stays NTZ), integers in the
-input's unit for numbers. Times are taken to the millisecond, rounded down: a finer part is dropped. Epoch
-numbers are read as the decimal digits they are written with (a double as its shortest text), so
-``1772352003.244`` seconds is exactly ``1772352003244`` ms.
+``TimeSpec`` is the one rule: a time column of Spark type TIMESTAMP or TIMESTAMP_NTZ, text (ISO-8601 with a date,
+or a ``--time-format`` pattern; text without a zone is read in ``--time-zone``) or epoch numbers in
+``--time-unit`` (as numbers or as text: seconds may carry a fraction, milliseconds and microseconds are whole
+numbers, as a fraction of them is most likely seconds read in the wrong unit) becomes milliseconds in Spark SQL
+(the ``try_`` forms: a value that does not convert is null, and the router gives the row a reason). Text with a
+time but no date (``12:00``), which Spark would place on today's date, does not convert. Results come back in
+the input's kind, as Spark's ``session_window`` gives them: timestamps for timestamps and text (TIMESTAMP_NTZ
+stays NTZ), integers in the input's unit for numbers. Times are taken to the millisecond, rounded down: a finer
+part is dropped. Epoch numbers are read as the decimal digits they are written with (a double as its shortest
+text), so ``1772352003.244`` seconds is exactly ``1772352003244`` ms.
 """
 
 from __future__ import annotations
