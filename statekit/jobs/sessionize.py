@@ -1,7 +1,7 @@
 """The sessionize job: session windows per key over files, through Spark, exactly once.
 
-``sessionize(spark, input=..., output=..., key=..., time=..., gap="30s", ...)`` reads a file or a
-directory (csv, parquet or json), builds a WindowOperator with event-time session windows and the
+``sessionize(spark, input=..., output=..., key=..., time=..., gap="30s", ...)`` reads a file, a
+directory or a glob of its files (csv, parquet or json), builds a WindowOperator with event-time session windows and the
 ``--agg`` aggregates, and runs it with ``statekit.spark.run_keyed``. Output rows:
 ``<key>, window_start, window_end, <aggregates>`` with window bounds in the kind of the input's times
 (``spark.event_time``): timestamps for timestamps and text, integers in the input's unit for numbers.

@@ -1,4 +1,5 @@
-"""Input files as Spark DataFrames: a file or a directory of csv, parquet or json, batch or streaming."""
+"""Input files as Spark DataFrames: a file, a directory or a glob of a directory's files (``input_files``) of csv,
+parquet or json, batch or streaming (a stream's files checked to be in name order first: ``file_order``)."""
 
 from __future__ import annotations
 
