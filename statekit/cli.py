@@ -40,7 +40,10 @@ TOP_REASONS = 3
 
 
 def _sessionize_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, help="a file or a directory of files (read in name order)")
+    p.add_argument("--input", required=True,
+                   help="a file, a directory of files of one format, or a glob of a directory's files ('clicks/*.csv'); "
+                        "a stream takes them oldest modification time first, which must be name order: files whose "
+                        "times tie or are out of name order are refused before the first epoch")
     p.add_argument("--output", required=True,
                    help="output: a directory of parquet part files per epoch, or with --output-format delta a Delta table")
     p.add_argument("--output-format", choices=["parquet", "delta"], default="parquet",
@@ -116,7 +119,8 @@ def run_sessionize(args: Any) -> int:
     preflight_sessionize(input=args.input, output=args.output, key=args.key, time=args.time, aggs=args.agg or ["count"],
                          gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
                          partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format,
-                         connect_server=not starts_jvm(url))
+                         connect_server=not starts_jvm(url), mode=args.mode,
+                         spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"))
     spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
     with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:

@@ -42,6 +42,7 @@ from .plan import INVALID_TAG, LATE_TAG, EpochPlan, Fault, JobPlan
 from .connect_stream import LeaseToken, stream_on_server
 from .records import ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
+from .spark_checkpoint import BELOW_CHECKPOINT
 from .schemas import arrow_schema
 from .runtime import accelerator_off, application_secret, is_connect, warm_up_workers
 from .session_kind import application_id, default_parallelism, input_splits, job_canceller, master
@@ -379,15 +380,13 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         "max_parallelism": state_config.max_parallelism, "backend": state_config.backend, "partitions": partitions,
         "watermark_delay_ms": delay_ms, "max_ahead": str(max_ahead), "state_formats": job_formats(),
     }
-    spark_checkpoint = spark_checkpoint or settings.get("spark_checkpoint")
-    if mode == "stream":
-        spark_checkpoint = hadoop_checkpoint(spark, checkpoint, spark_checkpoint)
-    description.update(output=files.path, spark_checkpoint=spark_checkpoint if mode == "stream" else None)  # for a rollback
+    spark_checkpoint = stream_checkpoint(spark, checkpoint, spark_checkpoint) if mode == "stream" else None
+    description.update(output=files.path, spark_checkpoint=spark_checkpoint)  # for a rollback
     lease = take_lease(checkpoint, settings, operator_id)
     try:
         job = replace(job, lease_token=lease.token)
         log = EpochLog(checkpoint)
-        check_epochs(log, job, spark_checkpoint if mode == "stream" else None)  # a lost record rebuilt, or refused
+        check_epochs(log, job, spark_checkpoint)  # a lost record rebuilt, or refused
         changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
         if changes:
             _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
@@ -433,12 +432,18 @@ def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -
     return lease
 
 
+def stream_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None = None) -> str:
+    """Where a stream on ``checkpoint`` keeps Spark's own checkpoint: ``spark_checkpoint``, else
+    ``spark.statekit.spark_checkpoint``, else ``<checkpoint>/_spark`` (``hadoop_checkpoint``)."""
+    return hadoop_checkpoint(spark, checkpoint, spark_checkpoint or _spark_settings(spark).get("spark_checkpoint"))
+
+
 def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None) -> str:
     """Where Spark's own streaming checkpoint goes: ``spark_checkpoint``, else ``<checkpoint>/_spark``. It
     goes through Hadoop's FileSystem (statekit's own files go through pyarrow): a location whose scheme
     Hadoop has no connector for here is refused before anything runs, naming both ways out (on a classic
     session: Spark Connect has no JVM at hand to ask, and its query fails when it starts)."""
-    location = spark_checkpoint or checkpoint.rstrip("/") + "/_spark"
+    location = spark_checkpoint or f"{checkpoint.rstrip('/')}/{BELOW_CHECKPOINT}"
     if "://" not in location:
         return os.path.abspath(location)
     scheme = location.split("://", 1)[0]
