@@ -69,13 +69,15 @@ def write_buffers_size(cache: int) -> int:
     return max(1 << 20, int(cache * WRITE_BUFFER_FRACTION))
 
 
-def budget_warning(state_bytes: int, budget: int) -> str | None:
-    """What to say when a process's state passed ``WARN_FRACTION`` of its ``budget``; None below it."""
+def budget_warning(state_bytes: int, budget: int, backend: str) -> str | None:
+    """What to say when a process's state on ``backend`` passed ``WARN_FRACTION`` of its ``budget``; None below."""
     if state_bytes <= budget * WARN_FRACTION:
         return None
+    then = ("past it this run fails: raise it or run with --backend rocksdb" if backend in IN_MEMORY_BACKENDS else
+            "the operators' working sets are not bounded by it yet: raise it or give the executor more memory")
     return (f"statekit: the state of one process is {state_bytes / 2**20:,.0f} MiB, {state_bytes / budget:.0%} of "
             f"its memory budget of {budget / 2**20:,.0f} MiB ({BUDGET_SETTING}, split across the executor's state "
-            f"hosts); past the budget a heap run fails: raise {BUDGET_SETTING} or run with --backend rocksdb")
+            f"hosts); {then}")
 
 
 def check_budget(state_bytes: int, budget: int, backend: str, processes: int) -> str | None:
@@ -88,4 +90,4 @@ def check_budget(state_bytes: int, budget: int, backend: str, processes: int) ->
             f"{budget * processes / 2**20:,.0f}m per executor, split across {processes} state host(s)). This epoch "
             f"was not committed and the checkpoint stays usable: rerun with --backend rocksdb (Spark conf "
             f"spark.statekit.backend=rocksdb), whose state lives on disk, or raise {BUDGET_SETTING}")
-    return budget_warning(state_bytes, budget)
+    return budget_warning(state_bytes, budget, backend)

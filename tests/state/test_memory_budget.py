@@ -79,7 +79,9 @@ def test_budget_from_a_config_env_and_spark_conf():
 
 def test_heap_past_its_budget_fails_naming_memory_the_setting_and_rocksdb():
     assert check_budget(79, 100, "heap", 2) is None
-    assert "81% of its memory budget" in check_budget(81, 100, "heap", 2)
+    assert "81% of its memory budget" in check_budget(81, 100, "heap", 2) and "--backend rocksdb" in check_budget(
+        81, 100, "heap", 2)
     with pytest.raises(MemoryBudgetError, match=r"memory budget .*spark\.statekit\.memory_budget.* --backend rocksdb"):
         check_budget(101, 100, "heap", 2)
-    assert check_budget(101, 100, "rocksdb", 2) == budget_warning(101, 100)  # on disk: a warning, not an error
+    on_disk = check_budget(101, 100, "rocksdb", 2)  # its state on disk: a warning, not an error
+    assert on_disk == budget_warning(101, 100, "rocksdb") and "working sets" in on_disk and "--backend" not in on_disk
