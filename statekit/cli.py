@@ -126,7 +126,8 @@ def run_sessionize(args: Any) -> int:
         def progress(m: dict) -> None:
             bar.update(1)
             bar.set_postfix(epoch=m["epoch"], records=m["records_in"], sessions=m["results"], late=m["late"],
-                            invalid=m["invalid"], future=m["future"], state=m["state_entries"], snap_kb=m["snapshot_bytes"] // 1024)
+                            invalid=m["invalid"], future=m["future"], state=m["state_entries"], snap_kb=m["snapshot_bytes"] // 1024,
+                            state_mb=m["state_bytes"] >> 20)
 
         summary = sessionize(spark, input=args.input, output=args.output, key=args.key, time=args.time, gap=args.gap,
                              watermark_delay=args.watermark_delay, aggs=args.agg or ["count"], backend=args.backend,
@@ -142,6 +143,9 @@ def run_sessionize(args: Any) -> int:
         print(f"sessionize: stopped by Ctrl-C ({len(summary.epochs)} epochs this run, {done}); the rest of the "
               f"input is left for the next run: rerun the same command to go on", file=sys.stderr)
         return 130
+    warnings = [m["memory_warning"] for m in summary.epochs if m["memory_warning"]]
+    if warnings:
+        print(f"sessionize: warning: {warnings[-1]}", file=sys.stderr)
     print(f"sessionize: {len(summary.epochs)} epochs, {records:,} records, {summary.total('results'):,} sessions, "
           f"{_side_outputs(summary)}, {records / summary.seconds if summary.seconds else 0:,.0f} records/s; "
           f"output {summary.output}, checkpoint {summary.checkpoint}")

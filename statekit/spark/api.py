@@ -31,10 +31,12 @@ from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupp
 from ..config import DEFAULT_JOB_BACKEND, StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
+from ..memory_budget import process_share
 from ..operators import KeyedOperator
 from ..snapshot_header import job_formats
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
+from .executor_memory import executor_budget, memory_metrics
 from .errors import InputError, StopRequested, task_failure
 from .event_time import MILLIS, TimeSpec
 from .interrupts import CtrlC
@@ -53,7 +55,7 @@ from .tasks import run_partition
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
-             "host_idle_timeout", "state_hosts", "lease_timeout", "checkpoint_key")
+             "host_idle_timeout", "state_hosts", "lease_timeout", "checkpoint_key", "memory_budget")
 STATE_HOSTS = ("process", "worker")
 DEFAULT_HOST_IDLE_TIMEOUT = "10m"
 DEFAULT_MAX_AHEAD = "7d"
@@ -141,6 +143,8 @@ class EpochRunner:
         self.busy = threading.Lock()
         self.stop_requested = False
         self.quiet = SparkLogSilence(spark)
+        self.memory_warned = False
+        """The memory budget's warning was logged in this run (once)."""
         last = log.last()
         self.resumed_after = None if last is None else last.epoch
         """The epoch committed before this run (None: none): epochs after it are this run's."""
@@ -212,6 +216,7 @@ class EpochRunner:
             "time_limit": limit, "partitions": job.partitions, "records_in": total("records") + total("invalid"),
             "records": total("records"), "results": total("results"), "late": total("late"),
             "invalid": total("invalid"), "future": total("future"), "state_entries": total("state_entries"),
+            **memory_metrics(stats),
             "invalid_reasons": sink.reasons(epoch, OUTPUTS[INVALID_TAG]) if total("invalid") else {},  # kind -> rows
             "snapshot_bytes": total("snapshot_bytes"), "state_migrated": total("migrated"),
             **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "setup_seconds", "restore_seconds", "process_seconds")},
@@ -222,6 +227,9 @@ class EpochRunner:
             "job_changes": [] if self.committed else self.job_changes,
             "seconds": round(perf_counter() - t0, 3),
         }
+        if metrics["memory_warning"] is not None and not self.memory_warned:
+            _log.warning("%s", metrics["memory_warning"])
+            self.memory_warned = True
         sink.record_metrics(metrics)
         self._fence()
         self.log.commit(record)
@@ -354,6 +362,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         hosts = str(default_state_hosts(spark))
     if not hosts.isdigit() or int(hosts) < 1:
         raise ValueError(f"spark.statekit.state_hosts={hosts!r}: expected a whole number >= 1 or 'auto'")
+    budget = executor_budget(spark, state_config.memory_budget or settings.get("memory_budget"))
+    state_config = state_config.with_options(memory_budget=process_share(budget, int(hosts)))  # each host's share
     if isinstance(result_schema, str):
         result_schema = DataType.fromDDL(result_schema)
     if not isinstance(result_schema, StructType):
