@@ -19,7 +19,8 @@ _SPARK_EXECUTOR_MEMORY = "1g"
 
 def executor_memory(spark: Any) -> int | None:
     """Bytes of an executor's memory as the Spark conf gives it; None on a local master (not known)."""
-    if master(spark).startswith("local["):
+    url = master(spark)
+    if url == "local" or url.startswith("local["):  # local-cluster[...] has executors of their own memory
         return None
     value = str(spark.conf.get("spark.executor.memory", None) or _SPARK_EXECUTOR_MEMORY).strip()
     return parse_size(value + "m" if value.isdigit() else value)  # Spark reads a bare number as MiB
