@@ -32,6 +32,7 @@ from rocksdict import Rdict, WriteOptions
 
 from statekit.backends.rocksdb import RocksDBKeyedStateBackend
 from statekit.backends.rocksdb.db import make_options
+from statekit.backends.rocksdb.shared_memory import SharedMemory
 from statekit import (KEY_SERIALIZER, AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
                       StateConfig, ValueStateDescriptor, create_backend, key_group_for)
 
@@ -194,7 +195,7 @@ class RawRocks:
 
     def __init__(self, path: str, keys: list) -> None:
         defaults = {s.name.split(".", 1)[1]: s.default for s in RocksDBKeyedStateBackend.OPTIONS}
-        self.db = Rdict(path, options=make_options(defaults))
+        self.db = Rdict(path, options=make_options(defaults, SharedMemory.for_config(StateConfig(backend="rocksdb"))))
         wo = WriteOptions()
         wo.disable_wal = True
         self.db.set_write_options(wo)

@@ -9,8 +9,8 @@ from .descriptors import (AggregateFunction, ColumnarAggregate, PackedAggregate,
                           ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
 from .detach import detached, is_immutable
 from .durations import to_millis
-from .errors import (ConfigError, InvalidKeyError, KeyGroupError, NoCurrentKeyError, SerializationError,
-                     StateDescriptorError, StateError, StateMigrationError)
+from .errors import (ConfigError, InvalidKeyError, KeyGroupError, MemoryBudgetError, NoCurrentKeyError,
+                     SerializationError, StateDescriptorError, StateError, StateMigrationError)
 from .key_columns import binary_spans, deserialized_keys, serialized_keys, stable_hashes_of
 from .key_identity import PLAIN_KEY_TYPES, SELF_IDENTICAL_TYPES, key_identity, key_of_identity
 from .keygroups import (DEFAULT_MAX_PARALLELISM, key_group_for, key_group_for_bytes, key_group_representatives,
@@ -27,7 +27,7 @@ __all__ = [
     "AggregateFunction", "AggregatingState", "ColumnarAggregate", "PackedAggregate", "AggregatingStateDescriptor", "ConfigError", "DEFAULT_MAX_PARALLELISM",
     "InternalKeyedState", "InternalKvState", "InternalMergingState", "InternalTimerService", "InvalidKeyError", "KEY_SERIALIZER", "KeyGroupError", "NamespaceBytes",
     "KeyedStateBackend", "ListState", "ListStateDescriptor", "MAX_TIMESTAMP", "MIN_TIMESTAMP", "MapState",
-    "MapStateDescriptor", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",
+    "MapStateDescriptor", "MemoryBudgetError", "MergingState", "MsgpackSerializer", "NO_KEY", "NoCurrentKeyError", "OptionSpec",
     "ReducingState", "ReducingStateDescriptor", "ResolvedKey", "SerializationError", "Serializer", "State", "StateConfig",
     "StateDescriptor", "StateDescriptorError", "StateError", "StateMigrationError", "StateTtlConfig", "StateVisibility", "Timer",
     "TimerQueue", "TimerTarget", "UpdateType", "VOID_NAMESPACE", "ValueState", "ValueStateDescriptor",

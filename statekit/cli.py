@@ -40,7 +40,10 @@ TOP_REASONS = 3
 
 
 def _sessionize_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, help="a file or a directory of files (read in name order)")
+    p.add_argument("--input", required=True,
+                   help="a file, a directory of files of one format, or a glob of a directory's files ('clicks/*.csv'); "
+                        "a stream takes them oldest modification time first, which must be name order: files whose "
+                        "times tie or are out of name order are refused before the first epoch")
     p.add_argument("--output", required=True,
                    help="output: a directory of parquet part files per epoch, or with --output-format delta a Delta table")
     p.add_argument("--output-format", choices=["parquet", "delta"], default="parquet",
@@ -119,14 +122,16 @@ def run_sessionize(args: Any) -> int:
     preflight_sessionize(input=args.input, output=args.output, key=args.key, time=args.time, aggs=args.agg or ["count"],
                          gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
                          partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format,
-                         connect_server=not starts_jvm(url), conf=conf,
-                         time_spec=TimeSpec(args.time_unit, args.time_format, args.time_zone))
+                         connect_server=not starts_jvm(url), mode=args.mode,
+                         spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"),
+                         conf=conf, time_spec=TimeSpec(args.time_unit, args.time_format, args.time_zone))
     spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
     with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
             bar.update(1)
             bar.set_postfix(epoch=m["epoch"], records=m["records_in"], sessions=m["results"], late=m["late"],
-                            invalid=m["invalid"], future=m["future"], state=m["state_entries"], snap_kb=m["snapshot_bytes"] // 1024)
+                            invalid=m["invalid"], future=m["future"], state=m["state_entries"], snap_kb=m["snapshot_bytes"] // 1024,
+                            state_mb=m["state_bytes"] >> 20)
 
         summary = sessionize(spark, input=args.input, output=args.output, key=args.key, time=args.time, gap=args.gap,
                              watermark_delay=args.watermark_delay, aggs=args.agg or ["count"], backend=args.backend,
@@ -142,6 +147,9 @@ def run_sessionize(args: Any) -> int:
         print(f"sessionize: stopped by Ctrl-C ({len(summary.epochs)} epochs this run, {done}); the rest of the "
               f"input is left for the next run: rerun the same command to go on", file=sys.stderr)
         return 130
+    warnings = [m["memory_warning"] for m in summary.epochs if m["memory_warning"]]
+    if warnings:
+        print(f"sessionize: warning: {warnings[-1]}", file=sys.stderr)
     print(f"sessionize: {len(summary.epochs)} epochs, {records:,} records, {summary.total('results'):,} sessions, "
           f"{_side_outputs(summary)}, {records / summary.seconds if summary.seconds else 0:,.0f} records/s; "
           f"output {summary.output}, checkpoint {summary.checkpoint}")

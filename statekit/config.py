@@ -45,6 +45,18 @@ def _parse_bool(value: Any) -> bool:
     raise ValueError(f"not a boolean: {value!r}")
 
 
+def parse_budget(value: Any, setting: str) -> int:
+    """Bytes of a memory budget given as a size (``"1g"``, ``"512m"``, bytes); ConfigError naming ``setting`` if
+    it is not a size or not above 0."""
+    try:
+        size = parse_size(value)
+    except ValueError as e:
+        raise ConfigError(f"{setting}={value!r}: {e}") from None
+    if size < 1:
+        raise ConfigError(f"{setting}={value!r}: expected a size above 0 (such as 512m or 2g)")
+    return size
+
+
 _PARSERS = {"int": int, "float": float, "str": str, "bool": _parse_bool, "size": parse_size}
 
 
@@ -66,7 +78,7 @@ class OptionSpec:
             raise ConfigError(f"option '{self.name}' expects {self.kind}, got {value!r}: {e}") from None
 
 
-_COMMON = ("backend", "max_parallelism", "local_dir")
+_COMMON = ("backend", "max_parallelism", "local_dir", "memory_budget")
 
 
 def _option_spec(name: str) -> OptionSpec:
@@ -88,12 +100,14 @@ DEFAULT_JOB_BACKEND = "rocksdb"
 
 @dataclass(frozen=True)
 class StateConfig:
-    """Backend choice and tuning; ``options`` holds backend options by dotted name."""
+    """Backend choice and tuning; ``options`` holds backend options by dotted name. ``memory_budget``: the bytes
+    statekit's state may hold in this process (``statekit.memory_budget``; None: its default rule)."""
 
     backend: str = DEFAULT_BACKEND
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     local_dir: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    memory_budget: int | None = None
 
     def __post_init__(self) -> None:
         names = available_backends()
@@ -105,6 +119,8 @@ class StateConfig:
         if not isinstance(mp, int) or not 1 <= mp <= UPPER_BOUND_MAX_PARALLELISM:
             raise ConfigError(f"max_parallelism must be an int in [1, {UPPER_BOUND_MAX_PARALLELISM}], got {self.max_parallelism!r}")
         object.__setattr__(self, "max_parallelism", mp)
+        if self.memory_budget is not None:
+            object.__setattr__(self, "memory_budget", parse_budget(self.memory_budget, "memory_budget"))
         parsed = {}
         for name, value in dict(self.options).items():
             parsed[name] = _option_spec(name).parse(value)
@@ -129,6 +145,8 @@ class StateConfig:
         d = {"backend": self.backend, "max_parallelism": self.max_parallelism}
         if self.local_dir is not None:
             d["local_dir"] = self.local_dir
+        if self.memory_budget is not None:
+            d["memory_budget"] = self.memory_budget
         d.update(self.options)
         return d
 

@@ -31,3 +31,7 @@ class StateMigrationError(StateDescriptorError):
 
 class NoCurrentKeyError(StateError, RuntimeError):
     """Keyed state was accessed before `set_current_key`."""
+
+
+class MemoryBudgetError(StateError, RuntimeError):
+    """State that outgrew its process's memory budget on a backend that keeps it all in memory (``memory_budget``)."""

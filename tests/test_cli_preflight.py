@@ -162,7 +162,7 @@ def test_csv_and_json_schemas_are_read_from_their_first_rows(tmp_path):
     d.mkdir()
     (d / "a.json").write_text("".join(json.dumps({"user_id": f"u{i}", "ts_ms": i, "flag": True}) + "\n"
                                       for i in range(50_000)))
-    (d / "b.csv").write_text("other\n1\n")  # not the first file: only the first one's columns are checked
+    (d / "b.json").write_text('{"other": 1}\n')  # not the first file: only the first one's columns are checked
     check(d, tmp_path / "out")
     with pytest.raises(InputError, match=r"a.json: time column 'flag' has type bool"):
         check(d, tmp_path / "out", time="flag")
@@ -232,6 +232,62 @@ def test_unknown_formats_and_empty_directories_are_named(tmp_path):
     (tmp_path / "in" / "clicks.txt").write_bytes(b"\x00\x01 not parquet")
     with pytest.raises(InputError, match=r"clicks.txt: cannot be read as parquet"):
         check(tmp_path / "in", tmp_path / "out", fmt="parquet")
+
+
+def clicks_dir(d: Path, mtimes_s: list[float]) -> Path:
+    """csv files ``part-0000<i>.csv`` with the modification times (seconds) given, in name order."""
+    d.mkdir(parents=True)
+    for i, t in enumerate(mtimes_s):
+        f = d / f"part-{i:05d}.csv"
+        f.write_text(f"user_id,ts_ms,value\nu{i},{i * 1000},1\n")
+        os.utime(f, (t, t))
+    return d
+
+
+def test_a_streams_files_out_of_name_order_are_refused_with_a_way_out_that_works(tmp_path):
+    d = clicks_dir(tmp_path / "in", [1_000.5, 2_000.25, 2_000.25])  # a tie to the millisecond
+    r, seconds = cli(*sessionize_argv(d, tmp_path / "out"))
+    assert r.returncode == 2 and r.stderr.rstrip().endswith("no pyspark") and seconds < BOUND_S, r.stderr
+    message = (f"statekit sessionize: error: input {d}: part-00001.csv (1970-01-01 00:33:20.250 UTC) and "
+               f"part-00002.csv (1970-01-01 00:33:20.250 UTC) have the same modification time")
+    assert message in r.stderr and "or pass --mode batch" in r.stderr
+    check(d, tmp_path / "out", mode="batch")  # the whole input as one epoch: no order to keep
+    subprocess.run(re.search(r"for example: (.+)\), or pass --mode batch", r.stderr).group(1), shell=True, check=True)
+    check(d, tmp_path / "out")
+
+    newer = (d / "part-00002.csv").stat().st_mtime + 5
+    os.utime(d / "part-00000.csv", (newer, newer))  # newer than the files after it
+    with pytest.raises(InputError, match=r"part-00000.csv \(.+\) and part-00001.csv \(.+\) have modification times "
+                                         r"out of name order"):
+        check(d, tmp_path / "out")
+    sources = tmp_path / "out" / "_checkpoint" / "_spark" / "sources" / "0"
+    sources.mkdir(parents=True)  # a resumed stream that read part-00000.csv: its time no longer counts
+    entry = {"path": (d / "part-00000.csv").as_uri(), "timestamp": int(newer * 1000), "batchId": 0}
+    (sources / "0").write_text("v1\n" + json.dumps(entry) + "\n")
+    check(d, tmp_path / "out")
+    with pytest.raises(InputError, match="part-00000.csv"):
+        check(d, tmp_path / "out", spark_checkpoint=str(tmp_path / "elsewhere"))  # another stream read none
+
+
+def test_a_stray_file_is_named_with_advice_that_works_and_globs_are_taken(tmp_path):
+    d = clicks_dir(tmp_path / "in", [1_000, 2_000])
+    (d / "README.md").write_text("# clicks\n")
+    message = (f"statekit sessionize: error: input {d} holds 2 .csv files and 1 other (README.md): Spark would read "
+               f"every file of the input as csv; pass a glob of the data files, --input '{d}/*.csv', or move it out of {d}")
+    for fmt in ([], ["--format", "csv"]):  # the format named does not read the README as csv
+        r, _ = cli(*sessionize_argv(d, tmp_path / "out"), *fmt)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
+    check(f"{d}/*.csv", tmp_path / "out", input=f"{d}/*.csv")
+    check(d, tmp_path / "out", input=f"{d}/part-*")
+    with pytest.raises(InputError, match=re.escape(f"input {d}/*.json: no data file (a name not starting with _ or .) "
+                                                   f"matches '*.json'")):
+        check(d, tmp_path / "out", input=f"{d}/*.json")
+    with pytest.raises(InputError, match=re.escape(f"input {d}/nope/*.csv: directory {d}/nope does not exist")):
+        check(d, tmp_path / "out", input=f"{d}/nope/*.csv")
+    os.utime(d / "part-00001.csv", (1_000, 1_000))
+    with pytest.raises(InputError, match="have the same modification time") as e:  # the order of the glob's files
+        check(d, tmp_path / "out", input=f"{d}/*.csv")
+    assert f"glob.glob(\"{d}/*.csv\")" in str(e.value)
 
 
 def test_uris_are_left_to_the_run(tmp_path):

@@ -18,13 +18,16 @@ from statekit import ConfigError, KeyedStateBackend, OptionSpec, StateDescriptor
 
 from .db import Closed, RocksDBStore
 from .keys import key_group_prefixes
+from .shared_memory import SharedMemory
 from .snapshot import RocksDBSnapshots
 from .states import KINDS, RocksDBState
 from .timers import RocksDBTimerQueue
 from .write_buffer import WriteBuffer
 
-_POSITIVE = ("block_cache_size", "write_buffer_manager_size", "write_buffer_size", "max_write_buffer_number",
+_POSITIVE = ("write_buffer_size", "max_write_buffer_number",
              "read_cache_entries", "read_cache_size", "timer_cache_size", "write_batch_size", "max_background_jobs")
+_SHARED = ("block_cache_size", "write_buffer_manager_size")
+"""Options of the process's shared memory (``SharedMemory``): unset, the memory budget sizes it."""
 
 
 class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
@@ -32,10 +35,12 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
 
     name = "rocksdb"
     OPTIONS = (
-        OptionSpec("rocksdb.block_cache_size", "size", 64 << 20,
-                   "LRU block cache (data, index and filter blocks); memtables are charged to it too"),
-        OptionSpec("rocksdb.write_buffer_manager_size", "size", 32 << 20,
-                   "total memtable memory of all column families (charged to the block cache)"),
+        OptionSpec("rocksdb.block_cache_size", "size", None,
+                   "LRU block cache (data, index and filter blocks) shared by the process's RocksDB backends; "
+                   "memtables are charged to it too (default: a quarter of the process's memory budget)"),
+        OptionSpec("rocksdb.write_buffer_manager_size", "size", None,
+                   "total memtable memory of the process's RocksDB backends, charged to the block cache "
+                   "(default: half the block cache)"),
         OptionSpec("rocksdb.write_buffer_size", "size", 16 << 20, "size of one memtable"),
         OptionSpec("rocksdb.max_write_buffer_number", "int", 2, "memtables per column family"),
         OptionSpec("rocksdb.max_background_jobs", "int", 2, "RocksDB flush and compaction threads"),
@@ -52,7 +57,8 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
     def __init__(self, config, key_groups, time_provider) -> None:
         super().__init__(config, key_groups, time_provider)
         settings = {name: config.get("rocksdb." + name) for name in _POSITIVE}
-        for name, value in settings.items():
+        sizes = {name: config.options.get("rocksdb." + name, 1) for name in _SHARED}
+        for name, value in {**settings, **sizes}.items():
             if value < 1:
                 raise ConfigError(f"option 'rocksdb.{name}' must be positive, got {value}")
         self._read_cache_entries: int = settings["read_cache_entries"]
@@ -60,7 +66,10 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
         self._timer_cache_size: int = settings["timer_cache_size"]
         self._kg_prefixes = key_group_prefixes(self.max_parallelism)
         kgs = self.key_groups
-        self._store = RocksDBStore(config.local_dir, f"statekit-rocksdb-kg{kgs.start}-{kgs.stop - 1}-", settings)
+        self.memory = SharedMemory.for_config(config)
+        """The process's RocksDB memory this backend's DB uses (one cache and write-buffer manager for all)."""
+        self._store = RocksDBStore(config.local_dir, f"statekit-rocksdb-kg{kgs.start}-{kgs.stop - 1}-", settings,
+                                   self.memory)
         self._wb = WriteBuffer(self._store, settings["write_batch_size"])
 
     @property

@@ -1,8 +1,9 @@
 """The backend's RocksDB instance: memory-bounded options, column families, clear open errors, disposal.
 
 Memory is bounded by one LRU block cache (data, index and filter blocks) to which the
-memtables of every column family are charged through a WriteBufferManager, so RocksDB's own
-memory stays near ``rocksdb.block_cache_size``. The write-ahead log is off: this DB is a
+memtables of every column family are charged through a WriteBufferManager, both shared by every
+RocksDB backend of the process (``shared_memory``), so RocksDB's own memory in a process stays
+near the cache's capacity. The write-ahead log is off: this DB is a
 working copy, durability comes from snapshots; ``close()`` flushes memtables before closing.
 A directory the store created (the default temp dir, or a ``local_dir`` that did not exist)
 is deleted on close, or at interpreter exit when the backend was never closed.
@@ -17,9 +18,11 @@ import weakref
 from typing import Any
 
 import msgpack
-from rocksdict import BlockBasedIndexType, BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteBufferManager, WriteOptions
+from rocksdict import BlockBasedIndexType, BlockBasedOptions, Options, Rdict, WriteBatch, WriteOptions
 
 from statekit import StateDescriptorError, StateError
+
+from .shared_memory import SharedMemory
 
 _META_STATE = b"state:"
 _SEQ_KEY = b"list-seq"
@@ -48,11 +51,11 @@ class Closed:
         return self._fail
 
 
-def make_options(settings: dict[str, Any]) -> Options:
-    """Raw-mode RocksDB options bounded by ``settings`` (the backend's rocksdb.* options without prefix)."""
-    cache = Cache(settings["block_cache_size"])
+def make_options(settings: dict[str, Any], memory: SharedMemory) -> Options:
+    """Raw-mode RocksDB options tuned by ``settings`` (the backend's rocksdb.* options without prefix), their
+    memory bounded by the process's shared cache and write-buffer manager ``memory``."""
     table = BlockBasedOptions()
-    table.set_block_cache(cache)
+    table.set_block_cache(memory.cache)
     table.set_format_version(5)
     table.set_bloom_filter(10, False)
     # Index and filter blocks live in the block cache (bounded), partitioned so that a lookup
@@ -68,8 +71,7 @@ def make_options(settings: dict[str, Any]) -> Options:
     opts.set_block_based_table_factory(table)
     opts.set_write_buffer_size(settings["write_buffer_size"])
     opts.set_max_write_buffer_number(settings["max_write_buffer_number"])
-    opts.set_write_buffer_manager(
-        WriteBufferManager.new_write_buffer_manager_with_cache(settings["write_buffer_manager_size"], False, cache))
+    opts.set_write_buffer_manager(memory.write_buffers)
     opts.set_max_background_jobs(settings["max_background_jobs"])
     opts.set_keep_log_file_num(2)
     return opts
@@ -106,7 +108,7 @@ def _dispose(handles: dict[str, Any], path: str, created: bool) -> None:
 class RocksDBStore:
     """One RocksDB directory: column families by name, batched writes without WAL, disposal."""
 
-    def __init__(self, local_dir: str | None, dir_prefix: str, settings: dict[str, Any]) -> None:
+    def __init__(self, local_dir: str | None, dir_prefix: str, settings: dict[str, Any], memory: SharedMemory) -> None:
         if local_dir is None:
             path, created = tempfile.mkdtemp(prefix=dir_prefix), True
         else:
@@ -120,7 +122,7 @@ class RocksDBStore:
         try:
             if not os.access(path, os.W_OK | os.X_OK):
                 raise StateError(f"RocksDB local_dir {path!r} is not writable (permission denied)")
-            self._options = make_options(settings)
+            self._options = make_options(settings, memory)
             self.db = self._open()
         except BaseException:
             if created:

@@ -1,11 +1,14 @@
 """Pre-flight of ``statekit sessionize``: the mistakes a run would otherwise meet only after Spark started
-(a bad flag or duration, no Java, a missing input, a wrong column, a time column of an unusable type, someone
-else's files in the output directory) found before the JVM starts, from the first input file's schema read with
+(a bad flag or duration, no Java, a missing input, files of more than one kind, a stream's files whose
+modification times are not in name order, a wrong column, a time column of an unusable type, someone else's
+files in the output directory) found before the JVM starts, from the first input file's schema read with
 pyarrow, with the messages the run itself gives. Locations given as URIs (``s3://...``) are left to the run, and so
 is the input of a run on a Spark Connect server (``sc://``: it lists the input on its own side, and needs no Java here)."""
 
 from __future__ import annotations
 
+import os
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -14,9 +17,11 @@ from ..spark.api import ahead_limit_ms, check_duration_settings
 from ..spark.columns import check_columns
 from ..spark.errors import InputError
 from ..spark.event_time import NO_DATE, PATTERNS, TimeSpec
-from ..spark.files import FORMATS
+from ..spark.file_order import check_file_order
+from ..spark.input_files import FORMATS, input_format, is_data_file, missing, nothing_found, split_glob
 from ..spark.java import find_java
-from ..spark.output_dir import check_output_is_own
+from ..spark.output_dir import DEFAULT_CHECKPOINT, check_output_is_own
+from ..spark.spark_checkpoint import BELOW_CHECKPOINT, files_read
 from .aggregates import parse_aggs
 
 _SAMPLE_BYTES = 1 << 20
@@ -55,15 +60,20 @@ def local(path: str) -> bool:
 
 def data_files(path: str) -> list[Path]:
     """The input's data files as Spark's reader takes them (``spark.files.data_files``): the file itself, or
-    the files of the directory whose names do not start with ``_`` or ``.``, in name order."""
-    p = Path(path)
+    the files of the directory whose names do not start with ``_`` or ``.`` (and match a glob in the last
+    part of ``path``, as ``fnmatch`` reads it), in name order."""
+    directory, pattern = split_glob(path)
+    p = Path(directory)
     if not p.exists():
-        raise InputError(f"input {path} does not exist")
-    if p.is_file():
+        raise missing(path, directory, pattern)
+    if p.is_file() and pattern is None:
         return [p]
-    found = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(("_", ".")))
+    if p.is_file():
+        raise InputError(f"input {path}: {directory} is a file, not a directory")
+    found = sorted(f for f in p.iterdir()
+                   if f.is_file() and is_data_file(f.name) and (pattern is None or fnmatchcase(f.name, pattern)))
     if not found:
-        raise InputError(f"input directory {path} has no data files")
+        raise nothing_found(path, pattern)
     return found
 
 
@@ -110,13 +120,16 @@ def usable_time_type(arrow_type: Any) -> bool:
 
 
 def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
-                time_spec: TimeSpec = TimeSpec()) -> None:
-    """The input exists, holds data files of a known format, and its first file has the ``required`` columns,
-    the time column of a usable type, with times among its first values."""
-    first = data_files(path)[0]
-    fmt = fmt or first.suffix.lstrip(".").lower()
-    if fmt not in FORMATS:
-        raise InputError(f"input {first}: unknown format; pass --format {'|'.join(FORMATS)}")
+                read: list[str] | None = None, time_spec: TimeSpec = TimeSpec()) -> None:
+    """The input exists, holds data files of one known format, and its first file has the ``required`` columns,
+    the time column of a usable type, with times among its first values. ``read``: for a stream, the files its
+    Spark checkpoint read already; the others must have modification times in name order (``file_order``).
+    None: no order to check."""
+    files = data_files(path)
+    first = files[0]
+    fmt = input_format([str(f) for f in files], fmt, path)
+    if read is not None:
+        check_file_order([(os.path.abspath(f), f.stat().st_mtime_ns // 1_000_000) for f in files], path, read=read)
     schema = file_schema(first, fmt)
     check_columns(str(first), schema.names, required)
     time_type = schema.field(time).type
@@ -168,20 +181,26 @@ def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec) -> N
 def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
                          watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
                          checkpoint: str | None, output_format: str, connect_server: bool = False,
+                         mode: str = "stream", spark_checkpoint: str | None = None,
                          conf: Mapping[str, str] | None = None, time_spec: TimeSpec = TimeSpec()) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
     ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
-    ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``conf``: its ``--conf``
-    Spark settings; ``time_spec``: how its times are read (``--time-unit``, ``--time-format``, ``--time-zone``)."""
+    ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``spark_checkpoint``:
+    the one given (flag or Spark conf), whose file source a resumed stream read its first files by; ``conf``:
+    its ``--conf`` Spark settings; ``time_spec``: how its times are read (``--time-unit``, ``--time-format``,
+    ``--time-zone``)."""
     aggs = list(aggs)
     check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs,
                 conf=conf)
     if not connect_server:
         find_java()  # what Spark needs first
+    files = output.rstrip("/") + "/_statekit" if output_format == "delta" else output
     if local(input) and not connect_server:
         required = [(key, "key"), (time, "time")]
         required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]
-        check_input(input, fmt=fmt, time=time, required=required, time_spec=time_spec)
-    files = output.rstrip("/") + "/_statekit" if output_format == "delta" else output
+        ours = checkpoint or f"{files.rstrip('/')}/{DEFAULT_CHECKPOINT}"
+        spark_dir = spark_checkpoint or f"{ours.rstrip('/')}/{BELOW_CHECKPOINT}"
+        read = files_read(spark_dir) if mode == "stream" and local(spark_dir) else None  # else the run checks it
+        check_input(input, fmt=fmt, time=time, required=required, read=read, time_spec=time_spec)
     if local(files):
         check_output_is_own(files, checkpoint)

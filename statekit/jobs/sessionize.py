@@ -1,7 +1,7 @@
 """The sessionize job: session windows per key over files, through Spark, exactly once.
 
-``sessionize(spark, input=..., output=..., key=..., time=..., gap="30s", ...)`` reads a file or a
-directory (csv, parquet or json), builds a WindowOperator with event-time session windows and the
+``sessionize(spark, input=..., output=..., key=..., time=..., gap="30s", ...)`` reads a file, a
+directory or a glob of its files (csv, parquet or json), builds a WindowOperator with event-time session windows and the
 ``--agg`` aggregates, and runs it with ``statekit.spark.run_keyed``. Output rows:
 ``<key>, window_start, window_end, <aggregates>`` with window bounds in the kind of the input's times
 (``spark.event_time``): timestamps for timestamps and text, integers in the input's unit for numbers.
@@ -16,8 +16,10 @@ from ..checkpoint import JobRecord
 from ..durations import to_millis
 from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator, state_layout_of
 from ..spark import RunSummary, run_keyed, warm_up_workers
+from ..spark.api import stream_checkpoint
 from ..spark.event_time import TimeSpec, from_millis
-from ..spark.files import FORMATS, read_files
+from ..spark.files import read_files
+from ..spark.input_files import FORMATS
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.sinks import DeltaSink
@@ -104,8 +106,13 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     time_spec = TimeSpec(time_unit, time_format, time_zone)
     required = [(key, "key"), (time, "time")] + [(a.column, f"--agg {a.kind}") for a in parsed if a.column]
     warm_up_workers(spark)  # overlaps reading the input's schema
-    df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=mode == "stream",
-                                  time_spec=time_spec)
+    delta = output_format == "delta"
+    files = output.rstrip("/") + "/_statekit" if delta else output
+    checkpoint = checkpoint or files + "/_checkpoint"
+    stream = mode == "stream"
+    df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream,
+                                  time_spec=time_spec,
+                                  spark_checkpoint=stream_checkpoint(spark, checkpoint, spark_checkpoint) if stream else None)
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
     bounds_unit = time_spec.bounds_unit(kind)
     if bounds_unit == "s" and gap_ms % 1000:
@@ -114,9 +121,6 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     out_schema = session_result_schema(schema, key, [(a.name, a.kind, a.column) for a in parsed],
                                        time_spec.bounds_type(kind))
     positions = tuple((a.kind, columns.index(a.column) if a.column else None) for a in parsed)
-    delta = output_format == "delta"
-    files = output.rstrip("/") + "/_statekit" if delta else output
-    checkpoint = checkpoint or files + "/_checkpoint"
     names = [a.name for a in parsed]
     recorded = JobRecord(checkpoint).read()
     version, earlier = accumulator_evolution(recorded, names, migrate_state)

@@ -31,10 +31,12 @@ from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupp
 from ..config import DEFAULT_JOB_BACKEND, SPARK_PREFIX, StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
+from ..memory_budget import process_share
 from ..operators import KeyedOperator
 from ..snapshot_header import job_formats
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .epochs import EpochLog, EpochRecord
+from .executor_memory import executor_budget, memory_metrics
 from .errors import InputError, StopRequested, task_failure
 from .event_time import MILLIS, TimeSpec
 from .interrupts import CtrlC
@@ -42,6 +44,7 @@ from .plan import INVALID_TAG, LATE_TAG, EpochPlan, Fault, JobPlan
 from .connect_stream import LeaseToken, stream_on_server
 from .records import ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
+from .spark_checkpoint import BELOW_CHECKPOINT
 from .schemas import arrow_schema
 from .runtime import accelerator_off, application_secret, is_connect, warm_up_workers
 from .session_kind import application_id, default_parallelism, input_splits, job_canceller, master
@@ -52,7 +55,7 @@ from .tasks import run_partition
 
 FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
-             "host_idle_timeout", "state_hosts", "lease_timeout", "checkpoint_key")
+             "host_idle_timeout", "state_hosts", "lease_timeout", "checkpoint_key", "memory_budget")
 STATE_HOSTS = ("process", "worker")
 DEFAULT_HOST_IDLE_TIMEOUT = "10m"
 DEFAULT_MAX_AHEAD = "7d"
@@ -140,6 +143,8 @@ class EpochRunner:
         self.busy = threading.Lock()
         self.stop_requested = False
         self.quiet = SparkLogSilence(spark)
+        self.memory_warned = False
+        """The memory budget's warning was logged in this run (once)."""
         last = log.last()
         self.resumed_after = None if last is None else last.epoch
         """The epoch committed before this run (None: none): epochs after it are this run's."""
@@ -211,6 +216,7 @@ class EpochRunner:
             "time_limit": limit, "partitions": job.partitions, "records_in": total("records") + total("invalid"),
             "records": total("records"), "results": total("results"), "late": total("late"),
             "invalid": total("invalid"), "future": total("future"), "state_entries": total("state_entries"),
+            **memory_metrics(stats),
             "invalid_reasons": sink.reasons(epoch, OUTPUTS[INVALID_TAG]) if total("invalid") else {},  # kind -> rows
             "snapshot_bytes": total("snapshot_bytes"), "state_migrated": total("migrated"),
             **{k: max(s[k] for s in stats) for k in ("snapshot_seconds", "setup_seconds", "restore_seconds", "process_seconds")},
@@ -221,6 +227,9 @@ class EpochRunner:
             "job_changes": [] if self.committed else self.job_changes,
             "seconds": round(perf_counter() - t0, 3),
         }
+        if metrics["memory_warning"] is not None and not self.memory_warned:
+            _log.warning("%s", metrics["memory_warning"])
+            self.memory_warned = True
         sink.record_metrics(metrics)
         self._fence()
         self.log.commit(record)
@@ -354,6 +363,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         hosts = str(default_state_hosts(spark))
     if not hosts.isdigit() or int(hosts) < 1:
         raise ValueError(f"spark.statekit.state_hosts={hosts!r}: expected a whole number >= 1 or 'auto'")
+    budget = executor_budget(spark, state_config.memory_budget or settings.get("memory_budget"))
+    state_config = state_config.with_options(memory_budget=process_share(budget, int(hosts)))  # each host's share
     if isinstance(result_schema, str):
         result_schema = DataType.fromDDL(result_schema)
     if not isinstance(result_schema, StructType):
@@ -380,15 +391,13 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         "max_parallelism": state_config.max_parallelism, "backend": state_config.backend, "partitions": partitions,
         "watermark_delay_ms": delay_ms, "max_ahead": str(max_ahead), "state_formats": job_formats(),
     }
-    spark_checkpoint = spark_checkpoint or settings.get("spark_checkpoint")
-    if mode == "stream":
-        spark_checkpoint = hadoop_checkpoint(spark, checkpoint, spark_checkpoint)
-    description.update(output=files.path, spark_checkpoint=spark_checkpoint if mode == "stream" else None)  # for a rollback
+    spark_checkpoint = stream_checkpoint(spark, checkpoint, spark_checkpoint) if mode == "stream" else None
+    description.update(output=files.path, spark_checkpoint=spark_checkpoint)  # for a rollback
     lease = take_lease(checkpoint, settings, operator_id)
     try:
         job = replace(job, lease_token=lease.token)
         log = EpochLog(checkpoint)
-        check_epochs(log, job, spark_checkpoint if mode == "stream" else None)  # a lost record rebuilt, or refused
+        check_epochs(log, job, spark_checkpoint)  # a lost record rebuilt, or refused
         changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
         if changes:
             _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
@@ -469,12 +478,18 @@ def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -
     return lease
 
 
+def stream_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None = None) -> str:
+    """Where a stream on ``checkpoint`` keeps Spark's own checkpoint: ``spark_checkpoint``, else
+    ``spark.statekit.spark_checkpoint``, else ``<checkpoint>/_spark`` (``hadoop_checkpoint``)."""
+    return hadoop_checkpoint(spark, checkpoint, spark_checkpoint or _spark_settings(spark).get("spark_checkpoint"))
+
+
 def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None) -> str:
     """Where Spark's own streaming checkpoint goes: ``spark_checkpoint``, else ``<checkpoint>/_spark``. It
     goes through Hadoop's FileSystem (statekit's own files go through pyarrow): a location whose scheme
     Hadoop has no connector for here is refused before anything runs, naming both ways out (on a classic
     session: Spark Connect has no JVM at hand to ask, and its query fails when it starts)."""
-    location = spark_checkpoint or checkpoint.rstrip("/") + "/_spark"
+    location = spark_checkpoint or f"{checkpoint.rstrip('/')}/{BELOW_CHECKPOINT}"
     if "://" not in location:
         return os.path.abspath(location)
     scheme = location.split("://", 1)[0]

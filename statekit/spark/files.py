@@ -1,58 +1,93 @@
-"""Input files as Spark DataFrames: a file or a directory of csv, parquet or json, batch or streaming."""
+"""Input files as Spark DataFrames: a file, a directory or a glob of a directory's files (``input_files``) of csv,
+parquet or json, batch or streaming (a stream's files checked to be in name order first: ``file_order``)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 from .columns import check_columns
 from .errors import InputError
 from .event_time import TimeSpec
+from .file_order import check_file_order
+from .input_files import input_format, is_data_file, missing, nothing_found, split_glob
 from .parquet_schema import parquet_spark_schema
 from .runtime import is_connect
+from .spark_checkpoint import files_read
 
-FORMATS = ("csv", "parquet", "json")
 _OPTIONS = {"csv": {"header": "true"}, "parquet": {}, "json": {}}
 
 
+@dataclass(frozen=True)
+class Listing:
+    """The input's data files: (path as the filesystem lists it, modification time in ms) in name order;
+    ``location`` and ``pattern``: what Spark's readers load (a file or directory) and the name glob they
+    filter its files by (``pathGlobFilter``; None: every data file)."""
+
+    files: list[tuple[str, int]]
+    location: str
+    pattern: str | None
+    is_file: bool
+
+
 def data_files(spark: Any, path: str) -> list[str]:
-    """Data files of ``path`` (itself, or the files of a directory not starting with _ or .), sorted."""
-    return _listed(spark, path)[0]
+    """Data files of ``path`` (itself, or the files of a directory not starting with _ or ., those a glob in
+    its last part matches), sorted."""
+    return [f for f, _ in _listed(spark, path).files]
 
 
-def _listed(spark: Any, path: str) -> tuple[list[str], bool]:
-    """``data_files`` of ``path`` and whether ``path`` is a file: by Hadoop's FileSystem on a classic session;
-    on Spark Connect (no JVM on the client) as Spark's file sources list it on the server (``binaryFile``,
-    whose content is not read for its paths)."""
+def _listed(spark: Any, path: str) -> Listing:
+    """The ``Listing`` of ``path``: by Hadoop's FileSystem on a classic session; on Spark Connect (no JVM on
+    the client) as Spark's file sources list it on the server (``binaryFile``, whose content is not read for
+    its paths and times)."""
     if is_connect(spark):
         return _listed_on_server(spark, path)
+    location, pattern = split_glob(path)
     jvm = spark.sparkContext._jvm
-    p = jvm.org.apache.hadoop.fs.Path(path)
+    hadoop = jvm.org.apache.hadoop.fs
+    p = hadoop.Path(location)
     fs = p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     if not fs.exists(p):
-        raise InputError(f"input {path} does not exist")
-    if fs.getFileStatus(p).isFile():
-        return [fs.makeQualified(p).toString()], True
-    found = sorted(s.getPath().toString() for s in fs.listStatus(p)
-                   if s.isFile() and not s.getPath().getName().startswith(("_", ".")))
-    if not found:
-        raise InputError(f"input directory {path} has no data files")
-    return found, False
-
-
-def _listed_on_server(spark: Any, path: str) -> tuple[list[str], bool]:
-    """``_listed`` through a Spark Connect session."""
-    location = local_as_absolute(path)
+        raise missing(path, location, pattern)
+    status = fs.getFileStatus(p)
+    if status.isFile() and pattern is None:
+        return Listing([(fs.makeQualified(p).toString(), status.getModificationTime())], location, None, True)
+    if status.isFile():
+        raise InputError(f"input {path}: {location} is a file, not a directory")
     try:
-        found = sorted(r[0] for r in spark.read.format("binaryFile").load(location).select("path").collect())
+        listed = fs.listStatus(p, hadoop.GlobFilter(pattern)) if pattern else fs.listStatus(p)
+    except Exception as e:  # noqa: BLE001 -- py4j wraps Hadoop's IOException of a malformed glob
+        raise InputError(f"input {path}: {pattern!r} is not a glob Hadoop takes: {e}") from None
+    found = sorted((s.getPath().toString(), s.getModificationTime()) for s in listed
+                   if s.isFile() and is_data_file(s.getPath().getName()))
+    return _checked(Listing(found, location, pattern, False), path)
+
+
+def _listed_on_server(spark: Any, path: str) -> Listing:
+    """``_listed`` through a Spark Connect session."""
+    location, pattern = split_glob(local_as_absolute(path))
+    reader = spark.read.format("binaryFile")
+    if pattern is not None:
+        reader = reader.option("pathGlobFilter", pattern)
+    try:
+        rows = reader.load(location).selectExpr("path", "unix_millis(modificationTime)").collect()
     except Exception as e:  # noqa: BLE001 -- pyspark's AnalysisException, told by its error class
         if "PATH_NOT_FOUND" in str(e):
-            raise InputError(f"input {path} does not exist") from None
+            raise missing(path, location, pattern) from None
         raise
-    if not found:
-        raise InputError(f"input directory {path} has no data files")
-    return found, len(found) == 1 and urlparse(found[0]).path.rstrip("/") == urlparse(location).path.rstrip("/")
+    found = sorted((r[0], r[1]) for r in rows)
+    is_file = (pattern is None and len(found) == 1
+               and urlparse(found[0][0]).path.rstrip("/") == urlparse(location).path.rstrip("/"))
+    return _checked(Listing(found, location, pattern, is_file), path)
+
+
+def _checked(listing: Listing, path: str) -> Listing:
+    """``listing``, refused when it holds no data file."""
+    if not listing.files:
+        raise nothing_found(path, listing.pattern)
+    return listing
 
 
 def local_as_absolute(path: str) -> str:
@@ -61,19 +96,23 @@ def local_as_absolute(path: str) -> str:
 
 
 def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
-               stream: bool, time_spec: TimeSpec = TimeSpec()) -> tuple[Any, Any, Any]:
+               stream: bool, time_spec: TimeSpec = TimeSpec(),
+               spark_checkpoint: str | None = None) -> tuple[Any, Any, Any]:
     """The input as a (streaming) DataFrame, its schema and the kind of its times (``TimeSpec.kind``, the
     type window bounds come back in): schema from the first file (a local parquet one's from its footer,
     without a Spark job: ``parquet_schema``), the time column read as text for csv/json so that bad times
-    reach the invalid-records output instead of becoming nulls.
+    reach the invalid-records output instead of becoming nulls. A stream's files not read yet must have
+    modification times in name order (``file_order``); ``spark_checkpoint``: the Spark checkpoint of the
+    stream a run resumes, whose file source lists the files read already.
     ``required``: (column, what it is for) pairs that must exist."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    path = local_as_absolute(path)
-    files, is_file = _listed(spark, path)
-    fmt = fmt or files[0].rsplit(".", 1)[-1].lower()
-    if fmt not in FORMATS:
-        raise InputError(f"input {files[0]}: unknown format; pass --format {'|'.join(FORMATS)}")
+    given, path = path, local_as_absolute(path)
+    listing = _listed(spark, path)
+    files = [f for f, _ in listing.files]
+    fmt = input_format(files, fmt, given)
+    if stream:
+        check_file_order(listing.files, given, read=files_read(spark_checkpoint) if spark_checkpoint else ())
     options = dict(_OPTIONS[fmt])
     infer = {"inferSchema": "true"} if fmt == "csv" else {}
     footer = parquet_spark_schema(files[0]) if fmt == "parquet" and not is_connect(spark) else None
@@ -84,11 +123,11 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
     if fmt != "parquet":
         kind = time_spec.kind(first, time, kind)
         schema = StructType([StructField(f.name, StringType(), True) if f.name == time else f for f in schema.fields])
-    if not stream:
-        return spark.read.format(fmt).options(**options).schema(schema).load(path), schema, kind
-    reader = spark.readStream.format(fmt).options(**options).schema(schema).option("maxFilesPerTrigger", 1)
-    if is_file:  # a file source watches a directory: watch the file's, for this name only
-        directory, _, name = files[0].rpartition("/")
-        return reader.option("pathGlobFilter", name).load(directory), schema, kind
-    return reader.load(path), schema, kind
-
+    location, pattern = listing.location, listing.pattern
+    if listing.is_file and stream:  # a file source watches a directory: watch the file's, for this name only
+        location, _, pattern = files[0].rpartition("/")
+    reader = spark.readStream.option("maxFilesPerTrigger", 1) if stream else spark.read
+    reader = reader.format(fmt).options(**options).schema(schema)
+    if pattern is not None:
+        reader = reader.option("pathGlobFilter", pattern)
+    return reader.load(location), schema, kind

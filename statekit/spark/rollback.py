@@ -27,7 +27,7 @@ from ..keygroups import DEFAULT_MAX_PARALLELISM
 from .epochs import DRIVER_DIR, EpochLog
 from .recovery import ROLLBACK_MARK, Manifests, record_of, recorded_max_parallelism
 from .output_dir import METRICS_FILE, SIDE_OUTPUTS, STAGING, OutputDir
-from .spark_checkpoint import Rewound, SparkCheckpoint
+from .spark_checkpoint import BELOW_CHECKPOINT, Rewound, SparkCheckpoint
 
 _INTENT = re.compile(r"^intent=(\d+)\.json$")
 _log = logging.getLogger("statekit")
@@ -78,7 +78,7 @@ def rollback(checkpoint: str, epoch: int, *, output: str | None = None,
     if not isinstance(output, str):
         raise CheckpointError(f"checkpoint {checkpoint} does not record its output (a run before statekit recorded "
                               f"it): pass --output")
-    location = spark_checkpoint or job.get("spark_checkpoint") or checkpoint.rstrip("/") + "/_spark"
+    location = spark_checkpoint or job.get("spark_checkpoint") or f"{checkpoint.rstrip('/')}/{BELOW_CHECKPOINT}"
     if "://" not in location:
         location = os.path.abspath(location)
     lease = CheckpointLease(checkpoint)

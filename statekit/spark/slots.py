@@ -18,6 +18,7 @@ snapshots with the protocol's columns and result schemas, the same in either pro
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 from collections import OrderedDict
@@ -28,11 +29,12 @@ from ..keyed_backend import create_backend
 from ..checkpoint import CheckpointStore, fence
 from ..config import StateConfig
 from ..keygroups import key_groups_for_partition
+from ..memory_budget import budget_of, check_budget
 from ..operators import KeyedOperator, Output
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import TS
 from .results import output_table, parts_table
-from .runtime import release_free_memory
+from .runtime import grown_bytes, release_free_memory
 
 
 @dataclass
@@ -72,11 +74,16 @@ class Processed:
 
 @dataclass(frozen=True)
 class Commit:
-    """A partition's committed snapshot: bytes written, seconds taken, state entries it holds."""
+    """A partition's committed snapshot: bytes written, seconds taken, state entries it holds; and the process
+    that keeps it (``host:pid``), the bytes that process grew by (``grown_bytes``, its state's estimate) and the
+    memory budget's warning about them (None: within ``WARN_FRACTION`` of the budget)."""
 
     bytes_written: int
     seconds: float
     state_entries: int
+    process: str
+    state_bytes: int
+    memory_warning: str | None
 
 
 _SLOTS: "OrderedDict[tuple, OpenOperator]" = OrderedDict()
@@ -184,6 +191,9 @@ class LocalRun:
         slot = self.slot
         assert slot is not None, "commit before process"
         release_free_memory()  # nor the snapshot's pages on the epoch's fires and outputs
+        state_bytes = grown_bytes()  # past the budget on the heap, the epoch fails here: before its commit
+        config = StateConfig.from_dict(self.job.config)
+        warning = check_budget(state_bytes, budget_of(config), config.backend, self.job.state_hosts)
         fence(self.store.storage, self.job.lease_token, self.job.checkpoint)  # a run that lost its lease commits nothing
         committed = self.store.commit(self.job.operator_id, self.epoch.epoch, slot.backend,
                                       metadata={"operator": slot.operator.snapshot_metadata(), "max_ts": max_ts})
@@ -193,7 +203,8 @@ class LocalRun:
         else:
             release(self.job, self.store, self.kgs, slot)
         return Commit(committed.bytes_written, committed.seconds,
-                      sum(committed.manifest.stats.get("states", {}).values()))
+                      sum(committed.manifest.stats.get("states", {}).values()),
+                      f"{socket.gethostname()}:{os.getpid()}", state_bytes, warning)
 
     def abort(self) -> None:
         """Drop the slot of a task that failed or went away before its commit."""

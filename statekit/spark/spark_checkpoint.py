@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from ..checkpoint import CheckpointError, CorruptCheckpointError, Storage
 
 OFFSETS, COMMITS, SOURCES = "offsets", "commits", "sources"
+BELOW_CHECKPOINT = "_spark"
+"""Spark's checkpoint's place below statekit's checkpoint when none is given."""
 HEADER = "v1"
 COMPACT = ".compact"
 
@@ -83,6 +85,19 @@ class SparkCheckpoint:
                 if not isinstance(offset["logOffset"], int) or offset["logOffset"] < -1:
                     raise CorruptCheckpointError(f"{self._where(rel)}: source {i} has logOffset {offset['logOffset']!r}")
                 found[i] = offset["logOffset"]
+        return found
+
+    def source_files(self, source: int = 0) -> list[str]:
+        """The paths file source ``source`` logged as read, in every batch its log holds (plain and compact files)."""
+        rel = f"{SOURCES}/{source}"
+        names = [n for n in self._names(rel) if n.isdigit() or (n.endswith(COMPACT) and n[:-len(COMPACT)].isdigit())]
+        found = []
+        for name in names:
+            for line, _ in self._entries(f"{rel}/{name}"):
+                path = json.loads(line).get("path")
+                if not isinstance(path, str):
+                    raise CorruptCheckpointError(f"{self._where(f'{rel}/{name}')}: an entry without a path: {line[:80]!r}")
+                found.append(path)
         return found
 
     def rewind(self, batch: int) -> Rewound:
@@ -166,6 +181,19 @@ class SparkCheckpoint:
 
     def _where(self, rel: str) -> str:
         return f"Spark's checkpoint {self.location}: {rel}"
+
+
+def files_read(location: str) -> list[str]:
+    """The input files the stream whose Spark checkpoint is at ``location`` read already (its first file source's
+    log; none for a new stream). Where pyarrow cannot open the location: none, said in one log line."""
+    try:
+        return SparkCheckpoint(location).source_files()
+    except CorruptCheckpointError:
+        raise
+    except CheckpointError as e:
+        _log.warning("statekit: Spark's streaming checkpoint %s cannot be read here (%s): every input file is "
+                     "checked to be in name order, read already or not", location, e)
+        return []
 
 
 def _crc(rel: str) -> str:

@@ -114,6 +114,8 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
         "future": future, "late": (0 if done.late is None else done.late.num_rows) + done.dropped,
         "results": done.results.num_rows, "max_ts": max_ts, "fast_path": done.fast, "caught_up": done.caught_up,
         "migrated": done.migrated, "files": files, "state_entries": committed.state_entries,
+        "state_process": committed.process, "state_bytes": committed.state_bytes,
+        "memory_warning": committed.memory_warning,
         "snapshot_bytes": committed.bytes_written, "snapshot_seconds": round(committed.seconds, 6),
         "setup_seconds": round(t1 - t0 + handover, 6),  # the Arrow input, its sort, reaching a state host
         "restore_seconds": round(done.restore_seconds, 6),

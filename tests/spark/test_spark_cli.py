@@ -50,6 +50,18 @@ def test_sessionize_cli_errors(spark, clicks, tmp_path, capsys, args, message):
     assert message.format(tmp=tmp_path) in capsys.readouterr().err
 
 
+def test_a_glob_input_beside_a_stray_file_gives_exact_sessions_in_a_fresh_process(spark, clicks, tmp_path):
+    d = write_input(clicks, tmp_path / "in", files=3)
+    (d / "README.md").write_text("# clicks\n")  # beside the data: the glob leaves it out
+    r = subprocess.run([sys.executable, "-m", "statekit.cli", "sessionize", "--input", f"{d}/*.csv", "--output",
+                        str(tmp_path / "out"), "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay",
+                        "10s", "--agg", "sum:value", "--agg", "count", "--final", "--partitions", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"4 epochs, {len(clicks):,} records" in r.stdout and "0 late, 0 invalid" in r.stdout
+    assert output_rows(spark, tmp_path / "out") == spark_sessions(spark, write_input(clicks, tmp_path / "csv", files=1))
+
+
 def test_java_missing_is_a_clear_error_before_spark_starts(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = os.path.dirname(sys.executable)  # the venv's bin: python and statekit, no java

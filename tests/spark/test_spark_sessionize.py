@@ -3,15 +3,17 @@ side outputs with reasons and counts; committed state is readable as a DataFrame
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 
 import pytest
 
 from statekit import key_group_representatives
 from statekit.clickstream import sessionize_reference
 from statekit.jobs import sessionize
-from statekit.spark import read_state_df
+from statekit.spark import InputError, read_state_df
 from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
 
 pytestmark = pytest.mark.spark
@@ -89,3 +91,27 @@ def test_committed_state_as_dataframe(spark, sample, tmp_path, layout):
     else:  # one value per key: [timer, start, end, [sum, count], ...], the open sessions next to their accumulators
         stored = {(r["key"], v[i], v[i + 1]) for r in rows for v in [json.loads(r["value"])] for i in range(1, len(v), 3)}
     assert stored == opened
+
+
+def test_the_reader_takes_a_glob_and_checks_a_streams_files_are_in_name_order_resumed_or_not(spark, tmp_path):
+    clicks = clickstream(900, 20)
+    d = write_input(clicks, tmp_path / "in", files=3)  # modification times one second apart in name order
+    (d / "README.md").write_text("# clicks\n")
+    later = tmp_path / "part-00002.csv"
+    (d / "part-00002.csv").rename(later)  # arrives after the first run
+    run = functools.partial(sessionize, spark, input=f"{d}/*.csv", output=str(tmp_path / "out"), key="user_id",
+                            time="ts_ms", gap=GAP, watermark_delay=DELAY, aggs=["sum:value", "count"])
+    with pytest.raises(InputError, match=re.escape(f"input {d} holds 2 .csv files and 1 other (README.md)")):
+        run(input=str(d))
+    first = (d / "part-00000.csv").stat().st_mtime
+    os.utime(d / "part-00001.csv", (first, first))
+    with pytest.raises(InputError, match=r"part-00000.csv \(.+\) and part-00001.csv \(.+\) have the same modification"):
+        run()
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+    os.utime(d / "part-00001.csv", (first + 1, first + 1))
+    assert run().total("records_in") == 600
+    later.rename(d / "part-00002.csv")
+    os.utime(d / "part-00000.csv", (first + 1, first + 1))  # files read already: their times no longer count
+    summary = run(final=True)
+    assert summary.total("records_in") == 300 and summary.total("late") == 0
+    assert output_rows(spark, tmp_path / "out") == sessionize_reference(clicks, 30_000)

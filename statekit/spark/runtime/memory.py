@@ -1,4 +1,4 @@
-"""Memory an epoch freed, handed back to the operating system.
+"""Memory an epoch freed, handed back to the operating system; and how much a process grew since it started.
 
 An epoch's task allocates and frees a lot (Arrow tables, numpy columns, per-key Python objects).
 Freed, that memory stays in the process: Arrow's allocator keeps its pages for reuse, and glibc's
@@ -8,11 +8,16 @@ between epochs, and after its run, at its epoch's high-water mark.
 A state host also starts with Arrow's allocator (mimalloc) purging freed pages at once
 (``ALLOCATOR_ENV``): an epoch allocates and frees in bursts, and pages kept for their purge delay
 add up to the epoch's peak. Both effects are measured in docs/bench/runtime.md.
+
+``grown_bytes`` is the resident memory a process gained since its first task began (``mark_start``): what its
+kept state, caches and working memory take, the estimate a run's ``state_bytes`` metric and the memory budget's
+check use (docs/configuration.md, "Memory budget").
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 from functools import lru_cache
 from typing import Mapping
 
@@ -44,3 +49,30 @@ def release_free_memory() -> None:
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_start: tuple[int, int] | None = None
+"""(pid, resident bytes) when this process's first task began; a forked child marks its own."""
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (``/proc/self/statm``; 0 where there is no ``/proc``)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:
+        return 0
+
+
+def mark_start() -> None:
+    """Record this process's resident memory before its first task (idempotent; anew in a forked child)."""
+    global _start
+    if _start is None or _start[0] != os.getpid():
+        _start = (os.getpid(), resident_bytes())
+
+
+def grown_bytes() -> int:
+    """Resident bytes this process gained since ``mark_start`` (0 when it shrank, or without ``/proc``)."""
+    mark_start()
+    return max(0, resident_bytes() - _start[1])

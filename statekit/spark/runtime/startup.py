@@ -12,12 +12,14 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .lazy_pandas import defer_pandas
-from .memory import release_free_memory
+from .memory import mark_start, release_free_memory
 from .worker_signals import ignore_interrupts
 
 
 def start_task() -> None:
-    """Set this (worker or host) process up for a statekit task: SIGINT ignored, pandas deferred; idempotent."""
+    """Set this (worker or host) process up for a statekit task: its starting memory recorded, SIGINT ignored,
+    pandas deferred; idempotent."""
+    mark_start()
     ignore_interrupts()
     defer_pandas()
 
