@@ -8,9 +8,10 @@ is the input of a run on a Spark Connect server (``sc://``: it lists the input o
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..durations import to_millis
 from ..spark.api import ahead_limit_ms, check_duration_settings
@@ -89,11 +90,21 @@ def json_head(path: Path) -> Any:
     return pjson.read_json(pa.BufferReader(lines))
 
 
-def file_schema(path: Path, fmt: str) -> Any:
-    """The pyarrow schema of a csv (header row), json (one object a line) or parquet file, from its first rows."""
+@contextmanager
+def read_as(path: Path, fmt: str) -> Iterator[None]:
+    """Reading ``path`` as ``fmt``: a file that is not one is an ``InputError`` naming it and the formats."""
     import pyarrow as pa
 
     try:
+        yield
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"input {path}: cannot be read as {fmt}: {e}; pass --format {'|'.join(FORMATS)} if it "
+                         f"is another") from None
+
+
+def file_schema(path: Path, fmt: str) -> Any:
+    """The pyarrow schema of a csv (header row), json (one object a line) or parquet file, from its first rows."""
+    with read_as(path, fmt):
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -104,9 +115,6 @@ def file_schema(path: Path, fmt: str) -> Any:
             with pcsv.open_csv(path) as reader:
                 return reader.schema
         return json_head(path).schema
-    except (pa.ArrowException, OSError) as e:
-        raise InputError(f"input {path}: cannot be read as {fmt}: {e}; pass --format {'|'.join(FORMATS)} if it "
-                         f"is another") from None
 
 
 def usable_time_type(arrow_type: Any) -> bool:
@@ -163,7 +171,8 @@ def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec) -> N
     """Refuse a time column most of whose first values give no event time under ``time_spec`` (most rows of the
     run would go to ``_invalid``: a wrong ``--time-unit`` or ``--time-format``, or times without a date), naming
     the file, the column, a value and the flag or fix that helps."""
-    values = [v for v in first_values(path, fmt, time) if v is not None]
+    with read_as(path, fmt):
+        values = [v for v in first_values(path, fmt, time) if v is not None]
     bad = [v for v in values if not time_spec.may_convert(v)]
     if len(bad) * 2 <= len(values):
         return
