@@ -57,8 +57,9 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-format", default=None,
                    help="text times by a Spark datetime pattern, e.g. 'yyyy-MM-dd HH:mm:ss' (default: ISO-8601)")
     p.add_argument("--time-zone", default="UTC", help="zone of text times that name none (Europe/Berlin, +01:00)")
-    p.add_argument("--gap", default="30s", help="session gap (30s, 5m, 1h30m, or ms)")
-    p.add_argument("--watermark-delay", default="0", help="how far behind the max event time the watermark trails")
+    p.add_argument("--gap", default="30s", help="session gap, with a unit: 30s, 500ms, 5m, 1h30m")
+    p.add_argument("--watermark-delay", default="0",
+                   help="how far behind the max event time the watermark trails, with a unit (10s, 2m)")
     p.add_argument("--agg", action="append", default=None, help=agg_help())
     p.add_argument("--backend", choices=available_backends(), default=None, help=f"state backend (default {DEFAULT_JOB_BACKEND})")
     p.add_argument("--state-layout", choices=["table", "cells"], default=None,
@@ -82,7 +83,8 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
                    help="aggregates added or removed since the checkpoint's last run: migrate its open sessions "
                         "(an added aggregate counts their records from this run on) instead of refusing the run")
     p.add_argument("--max-ahead", default="default",
-                   help="refuse event times further ahead of the clock (to _invalid/; default 7d; none: no limit)")
+                   help="refuse event times further ahead of the clock, a duration with a unit (to _invalid/; "
+                        "default 7d; none: no limit)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
     p.add_argument("--max-invalid-fraction", type=float, default=1.0, metavar="F",
                    help=f"exit {EXIT_INVALID} after the run when more than this fraction of its records was invalid "
@@ -109,6 +111,7 @@ def run_sessionize(args: Any) -> int:
     from .jobs.preflight import preflight_sessionize
     from .spark import spark_session
     from .spark.interrupts import CtrlC
+    from .spark.event_time import TimeSpec
     from .spark.session import remote_url, starts_jvm
     from .spark.session_kind import job_canceller
 
@@ -120,7 +123,8 @@ def run_sessionize(args: Any) -> int:
                          gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
                          partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format,
                          connect_server=not starts_jvm(url), mode=args.mode,
-                         spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"))
+                         spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"),
+                         conf=conf, time_spec=TimeSpec(args.time_unit, args.time_format, args.time_zone))
     spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
     with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:

@@ -45,7 +45,7 @@ def test_every_option_with_a_default_shows_it_in_help():
             "statekit sessionize --watermark-delay", "statekit sessionize --max-invalid-fraction"} <= checked
     text = " ".join(subprocess.run([sys.executable, "-m", "statekit.cli", "sessionize", "--help"], capture_output=True,
                                    text=True, timeout=60).stdout.split())
-    for shown in ("--gap GAP session gap (30s, 5m, 1h30m, or ms) (default: 30s)", "(default: 0)",
+    for shown in ("--gap GAP session gap, with a unit: 30s, 500ms, 5m, 1h30m (default: 30s)", "(default: 0)",
                   "(default: 1.0)", "exit status: 0 done; 2 a mistake", "3 every record of the run was invalid"):
         assert shown in text
 

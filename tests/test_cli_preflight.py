@@ -19,6 +19,7 @@ import pytest
 
 from statekit.jobs.preflight import preflight_sessionize
 from statekit.spark.errors import InputError
+from statekit.spark.event_time import TimeSpec
 
 BOUND_S = 10  # the held-out check's bound; the mistakes are meant to show in under 2 s
 _RUN = ("import sys; from statekit.cli import main; rc = main(sys.argv[1:]); "
@@ -50,6 +51,9 @@ def sessionize_argv(inp: Path, out: Path, **flags: str) -> list[str]:
 @pytest.mark.parametrize("flags,message", [
     ({"--gap": "30 parsecs"}, "--gap: cannot parse duration '30 parsecs'"),
     ({"--gap": "0s"}, "--gap must be positive, got '0s'"),
+    ({"--gap": "30"}, "--gap '30': a duration needs a unit, e.g. 30s or 30ms (forms: 30s, 500ms, 5m, 1h30m;"),
+    ({"--conf": "spark.statekit.lease_timeout=60"}, "spark.statekit.lease_timeout '60': a duration needs a unit"),
+    ({"--time-format": "HH:mm"}, "--time-format 'HH:mm' has no year (y): every time read by it would fall in 1970"),
     ({"--watermark-delay": "soon"}, "--watermark-delay: cannot parse duration 'soon'"),
     ({"--max-ahead": "later"}, "--max-ahead: cannot parse duration 'later'"),
     ({"--agg": "median:value"}, "--agg 'median:value': expected count or KIND:COLUMN"),
@@ -164,6 +168,57 @@ def test_csv_and_json_schemas_are_read_from_their_first_rows(tmp_path):
         check(d, tmp_path / "out", time="flag")
     with pytest.raises(InputError, match=r"a.json: key column 'k' not found; columns: user_id, ts_ms, flag"):
         check(d, tmp_path / "out", key="k")
+
+
+def write_times(directory: Path, fmt: str, times: list) -> Path:
+    """A one-file input of ``fmt`` whose time column ``ts`` holds ``times`` as that format writes them."""
+    directory.mkdir(parents=True)
+    if fmt == "csv":
+        (directory / "p.csv").write_text("user_id,ts\n" + "".join(f"u,{t}\n" for t in times))
+    elif fmt == "json":
+        (directory / "p.json").write_text("".join(json.dumps({"user_id": "u", "ts": t}) + "\n" for t in times))
+    else:
+        write_parquet(directory / "p.parquet", pa.array(times))
+    return directory
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+@pytest.mark.parametrize("times,why", [
+    (["12:00", "12:05"], "time has no date: '12:00'"),
+    (["T12:00:00Z", "12:00:05Z"], "time has no date: 'T12:00:00Z'"),
+    (["12:00:00", "12:00:05"], "time has no date: '12:00:00'"),
+    (["yesterday", "today"], "unparsable time: 'yesterday' (ISO-8601 with a date, or a number in ms;"),
+    ([1772352007.5, 1772352003.244], "time is not a whole number of ms: 1772352007.5 (epoch seconds? pass --time-unit s)"),
+])
+def test_a_time_column_whose_first_values_are_no_times_is_refused_naming_a_value(tmp_path, fmt, times, why):
+    d = write_times(tmp_path / "in", fmt, times)
+    with pytest.raises(InputError) as e:
+        check(d, tmp_path / "out", time="ts")
+    assert str(e.value).startswith(f"input {d}/p.{fmt}: time column 'ts': 2 of its first 2 values are not times ({why}")
+    fixes = {"time has no date": "write the times with their date", "unparsable time": "pass --time-format PATTERN",
+             "time is not a whole number": "pass --time-unit s for epoch seconds"}
+    assert next(fix for kind, fix in fixes.items() if why.startswith(kind)) in str(e.value)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+@pytest.mark.parametrize("times", [[1772352007.0, 1772352003.244], ["2026-03-01", "12:00"], ["-1.5e3", "x"],
+                                   ["2026-03-01 12:00:00", "2026-03-01T12:00:01+01:00"]])
+def test_time_columns_whose_first_values_are_mostly_times_pass(tmp_path, fmt, times):
+    """A few bad values are left to the run (they go to ``_invalid``)."""
+    check(write_times(tmp_path / "in", fmt, times), tmp_path / "out", time="ts", time_spec=TimeSpec("s"))
+
+
+def test_epoch_seconds_read_as_milliseconds_are_refused_though_some_are_whole(tmp_path):
+    """Whole values among them would convert (to January 1970): most do not, so the unit is wrong."""
+    d = write_times(tmp_path / "in", "json", [1772352007.0, 1772352003.244, 1772352004.5])
+    with pytest.raises(InputError, match=r"time column 'ts': 2 of its first 3 values are not times \(time is not a "
+                                         r"whole number of ms: 1772352003.244 .*pass --time-unit s for epoch seconds"):
+        check(d, tmp_path / "out", time="ts")
+
+
+def test_text_by_a_time_format_is_left_to_the_run(tmp_path):
+    check(write_times(tmp_path / "in", "csv", ["01/03/2026 12:00"]), tmp_path / "out", time="ts",
+          time_spec=TimeSpec(format="dd/MM/yyyy HH:mm"))
 
 
 def test_unknown_formats_and_empty_directories_are_named(tmp_path):

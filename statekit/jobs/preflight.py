@@ -8,13 +8,16 @@ is the input of a run on a Spark Connect server (``sc://``: it lists the input o
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..durations import to_millis
+from ..spark.api import ahead_limit_ms, check_duration_settings
 from ..spark.columns import check_columns
 from ..spark.errors import InputError
+from ..spark.event_time import NO_DATE, PATTERNS, TimeSpec
 from ..spark.file_order import check_file_order
 from ..spark.input_files import FORMATS, input_format, is_data_file, missing, nothing_found, split_glob
 from ..spark.java import find_java
@@ -24,6 +27,8 @@ from .aggregates import parse_aggs
 
 _SAMPLE_BYTES = 1 << 20
 """How much of a json file is read for its schema (whole lines): the first rows name the columns."""
+_SAMPLE_ROWS = 1000
+"""How many of the first file's time values pre-flight looks at."""
 
 
 def session_gap_ms(gap: int | str) -> int:
@@ -35,17 +40,18 @@ def session_gap_ms(gap: int | str) -> int:
 
 
 def check_flags(*, gap: int | str, watermark_delay: int | str, max_ahead: str | None, partitions: int | None,
-                aggs: Iterable[str]) -> None:
-    """The durations, counts and aggregates of a sessionize run, each refused with the flag it came from."""
+                aggs: Iterable[str], conf: Mapping[str, str] | None = None) -> None:
+    """The durations, counts and aggregates of a sessionize run, each refused with the flag it came from, and the
+    durations among its ``--conf`` Spark settings (``spark.statekit.*``)."""
     session_gap_ms(gap)
     if to_millis(watermark_delay, "--watermark-delay") < 0:
         raise ValueError(f"--watermark-delay must be >= 0, got {watermark_delay!r}")
-    if max_ahead is not None and max_ahead.strip().lower() not in ("default", "none"):
-        if to_millis(max_ahead, "--max-ahead") < 0:
-            raise ValueError(f"--max-ahead must be >= 0, got {max_ahead!r}")
+    if max_ahead is not None and max_ahead.strip().lower() != "default":
+        ahead_limit_ms(max_ahead, "--max-ahead")
     if partitions is not None and partitions < 1:
         raise ValueError(f"--partitions must be at least 1, got {partitions}")
     parse_aggs(aggs)
+    check_duration_settings(conf or {})
 
 
 def local(path: str) -> bool:
@@ -72,11 +78,33 @@ def data_files(path: str) -> list[Path]:
     return found
 
 
-def file_schema(path: Path, fmt: str) -> Any:
-    """The pyarrow schema of a csv (header row), json (one object a line) or parquet file, from its first rows."""
+def json_head(path: Path) -> Any:
+    """The first rows of a json file (one object a line) as a pyarrow table: its whole lines in the first
+    ``_SAMPLE_BYTES``."""
+    import pyarrow as pa
+    import pyarrow.json as pjson
+
+    with open(path, "rb") as f:
+        head = f.read(_SAMPLE_BYTES)
+    lines = head if len(head) < _SAMPLE_BYTES else head[:head.rfind(b"\n") + 1]
+    return pjson.read_json(pa.BufferReader(lines))
+
+
+@contextmanager
+def read_as(path: Path, fmt: str) -> Iterator[None]:
+    """Reading ``path`` as ``fmt``: a file that is not one is an ``InputError`` naming it and the formats."""
     import pyarrow as pa
 
     try:
+        yield
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"input {path}: cannot be read as {fmt}: {e}; pass --format {'|'.join(FORMATS)} if it "
+                         f"is another") from None
+
+
+def file_schema(path: Path, fmt: str) -> Any:
+    """The pyarrow schema of a csv (header row), json (one object a line) or parquet file, from its first rows."""
+    with read_as(path, fmt):
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -86,31 +114,25 @@ def file_schema(path: Path, fmt: str) -> Any:
 
             with pcsv.open_csv(path) as reader:
                 return reader.schema
-        import pyarrow.json as pjson
-
-        with open(path, "rb") as f:
-            head = f.read(_SAMPLE_BYTES)
-        lines = head if len(head) < _SAMPLE_BYTES else head[:head.rfind(b"\n") + 1]
-        return pjson.read_json(pa.BufferReader(lines)).schema
-    except (pa.ArrowException, OSError) as e:
-        raise InputError(f"input {path}: cannot be read as {fmt}: {e}; pass --format {'|'.join(FORMATS)} if it "
-                         f"is another") from None
+        return json_head(path).schema
 
 
 def usable_time_type(arrow_type: Any) -> bool:
     """Whether a time column of ``arrow_type`` can hold event times: integers, floating numbers and decimals
-    (epoch values), text, timestamps and dates (a column with no value in the rows read: not known yet)."""
+    (epoch values), text, timestamps and dates (a column with no value in the rows read: not known yet); times
+    of day too, as text in a csv file would be (their values are then refused: they have no date)."""
     import pyarrow.types as t
 
     return any(check(arrow_type) for check in (t.is_integer, t.is_floating, t.is_decimal, t.is_string,
-                                                t.is_large_string, t.is_timestamp, t.is_date, t.is_null))
+                                                t.is_large_string, t.is_timestamp, t.is_date, t.is_time, t.is_null))
 
 
 def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
-                read: list[str] | None = None) -> None:
+                read: list[str] | None = None, time_spec: TimeSpec = TimeSpec()) -> None:
     """The input exists, holds data files of one known format, and its first file has the ``required`` columns,
-    the time column of a usable type. ``read``: for a stream, the files its Spark checkpoint read already; the
-    others must have modification times in name order (``file_order``). None: no order to check."""
+    the time column of a usable type, with times among its first values. ``read``: for a stream, the files its
+    Spark checkpoint read already; the others must have modification times in name order (``file_order``).
+    None: no order to check."""
     files = data_files(path)
     first = files[0]
     fmt = input_format([str(f) for f in files], fmt, path)
@@ -122,18 +144,63 @@ def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[s
     if not usable_time_type(time_type):
         raise InputError(f"input {first}: time column {time!r} has type {time_type}: it must hold event times "
                          f"(epoch numbers, text, a timestamp or a date)")
+    check_time_values(first, fmt, time, time_spec)
+
+
+def first_values(path: Path, fmt: str, column: str) -> list[Any]:
+    """The first values of ``column`` of a csv (as text), json or parquet file (its first block or row batch), as
+    pyarrow reads them."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        batch = next(pq.ParquetFile(path).iter_batches(batch_size=_SAMPLE_ROWS, columns=[column]), None)
+        return [] if batch is None else batch.column(0).to_pylist()
+    if fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        as_text = pcsv.ConvertOptions(include_columns=[column], column_types={column: pa.string()})  # as Spark reads it
+        with pcsv.open_csv(path, convert_options=as_text) as reader:
+            batch = next(iter(reader), None)
+        return [] if batch is None else batch.column(0).to_pylist()[:_SAMPLE_ROWS]
+    return json_head(path).column(column).to_pylist()[:_SAMPLE_ROWS]
+
+
+def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec) -> None:
+    """Refuse a time column most of whose first values give no event time under ``time_spec`` (most rows of the
+    run would go to ``_invalid``: a wrong ``--time-unit`` or ``--time-format``, or times without a date), naming
+    the file, the column, a value and the flag or fix that helps."""
+    with read_as(path, fmt):
+        values = [v for v in first_values(path, fmt, time) if v is not None]
+    bad = [v for v in values if not time_spec.may_convert(v)]
+    if len(bad) * 2 <= len(values):
+        return
+    why = time_spec.reason(bad[0])
+    if why.startswith(NO_DATE):
+        fix = "write the times with their date (e.g. 2026-03-01T12:00:00)"
+    elif "--time-unit s" in why:
+        fix = "pass --time-unit s for epoch seconds"
+    else:
+        fix = f"pass --time-format PATTERN for text written another way (see {PATTERNS})"
+    raise InputError(f"input {path}: time column {time!r}: {len(bad):,} of its first {len(values):,} values are "
+                     f"not times ({why}); {fix}")
 
 
 def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
                          watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
                          checkpoint: str | None, output_format: str, connect_server: bool = False,
-                         mode: str = "stream", spark_checkpoint: str | None = None) -> None:
+                         mode: str = "stream", spark_checkpoint: str | None = None,
+                         conf: Mapping[str, str] | None = None, time_spec: TimeSpec = TimeSpec()) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
     ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
     ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``spark_checkpoint``:
-    the one given (flag or Spark conf), whose file source a resumed stream read its first files by."""
+    the one given (flag or Spark conf), whose file source a resumed stream read its first files by; ``conf``:
+    its ``--conf`` Spark settings; ``time_spec``: how its times are read (``--time-unit``, ``--time-format``,
+    ``--time-zone``)."""
     aggs = list(aggs)
-    check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs)
+    check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs,
+                conf=conf)
     if not connect_server:
         find_java()  # what Spark needs first
     files = output.rstrip("/") + "/_statekit" if output_format == "delta" else output
@@ -143,6 +210,6 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
         ours = checkpoint or f"{files.rstrip('/')}/{DEFAULT_CHECKPOINT}"
         spark_dir = spark_checkpoint or f"{ours.rstrip('/')}/{BELOW_CHECKPOINT}"
         read = files_read(spark_dir) if mode == "stream" and local(spark_dir) else None  # else the run checks it
-        check_input(input, fmt=fmt, time=time, required=required, read=read)
+        check_input(input, fmt=fmt, time=time, required=required, read=read, time_spec=time_spec)
     if local(files):
         check_output_is_own(files, checkpoint)

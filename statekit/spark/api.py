@@ -28,7 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
 
 from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupported, JobRecord
-from ..config import DEFAULT_JOB_BACKEND, StateConfig
+from ..config import DEFAULT_JOB_BACKEND, SPARK_PREFIX, StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
 from ..memory_budget import process_share
@@ -91,7 +91,7 @@ class RunSummary:
 def _spark_settings(spark: Any) -> dict[str, str]:
     conf = spark.conf.getAll
     items = conf() if callable(conf) else conf
-    return {k[len("spark.statekit."):]: v for k, v in dict(items).items() if k.startswith("spark.statekit.")}
+    return {k[len(SPARK_PREFIX):]: v for k, v in dict(items).items() if k.startswith(SPARK_PREFIX)}
 
 
 def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -> tuple[StateConfig, dict[str, str]]:
@@ -288,16 +288,19 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     writing its results under ``output``; returns the epochs' metrics.
 
     ``time``: a TIMESTAMP or TIMESTAMP_NTZ (or DATE) column, epoch numbers in ``time_unit`` (``s``, ``ms``,
-    ``us``), or text: ISO-8601 (or epoch numbers), or by ``time_format`` (Spark's datetime pattern), text
-    without a zone read in ``time_zone``. The operator sees event times as integer milliseconds (the
-    ``ts`` of its records; a finer part is dropped); values that do not convert go to the invalid output.
+    ``us``; seconds may have a fraction), or text: ISO-8601 with a date (or epoch numbers), or by ``time_format``
+    (Spark's datetime pattern), text without a zone read in ``time_zone``. The operator sees event times as
+    integer milliseconds (the ``ts`` of its records; a finer part is dropped); values that do not convert go to
+    the invalid output.
 
     Each operator record is ``(key, row, ts)`` where ``row`` is the tuple of ``columns`` (default: every
     column of ``df``); the operator's outputs must be tuples matching ``result_schema`` (a StructType or
     DDL string), its side output ``"late"`` carries late rows. ``mode``: ``"stream"`` (default for a
     streaming ``df``: one epoch per Structured Streaming batch, ``trigger`` ``available-now`` or
     ``continuous``) or ``"batch"`` (one epoch, then the final one). ``final``: after the input, one
-    epoch with the maximum watermark fires and cleans every window. ``checkpoint`` default:
+    epoch with the maximum watermark fires and cleans every window. ``watermark_delay`` and ``max_ahead`` are
+    durations: an int of milliseconds, a ``timedelta``, or text with a unit (``"10s"``; ``statekit.to_millis``).
+    ``checkpoint`` default:
     ``spark.statekit.checkpoint``, else ``<output>/_checkpoint``; ``partitions`` default:
     ``spark.statekit.partitions``, else Spark's default parallelism. Rerunning with the same
     checkpoint resumes after its last committed epoch. ``max_ahead`` (``"default"``: ``spark.statekit.max_ahead``,
@@ -333,14 +336,14 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     columns = [key, time, *(c for c in row_columns if c not in (key, time))]
     selected = df.select(*columns)
     state_config, settings = resolve_config(spark, config)
-    delay_ms = to_millis(watermark_delay, "watermark delay")
+    delay_ms = to_millis(watermark_delay, "watermark_delay")
     if delay_ms < 0:
-        raise ValueError(f"watermark delay must be >= 0, got {watermark_delay!r}")
+        raise ValueError(f"watermark_delay must be >= 0, got {watermark_delay!r}")
+    ahead_from = "max_ahead"
     if max_ahead == "default":
+        ahead_from = "spark.statekit.max_ahead"
         max_ahead = settings.get("max_ahead", DEFAULT_MAX_AHEAD)
-    max_ahead_ms = None if max_ahead is None or str(max_ahead).strip().lower() == "none" else to_millis(max_ahead, "max_ahead")
-    if max_ahead_ms is not None and max_ahead_ms < 0:
-        raise ValueError(f"max_ahead must be >= 0, got {max_ahead!r}")
+    max_ahead_ms = ahead_limit_ms(max_ahead, ahead_from)
     checkpoint = checkpoint or settings.get("checkpoint") or output.rstrip("/") + "/_checkpoint"
     if "://" not in checkpoint:
         checkpoint = os.path.abspath(checkpoint)  # executors run in other working directories
@@ -350,9 +353,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     state_host = settings.get("state_host", "process")
     if state_host not in STATE_HOSTS:
         raise ValueError(f"spark.statekit.state_host={state_host!r}: expected one of {', '.join(STATE_HOSTS)}")
-    host_idle_ms = to_millis(settings.get("host_idle_timeout", DEFAULT_HOST_IDLE_TIMEOUT), "spark.statekit.host_idle_timeout")
-    if host_idle_ms <= 0:
-        raise ValueError(f"spark.statekit.host_idle_timeout={settings['host_idle_timeout']!r}: expected a duration > 0")
+    host_idle_ms = host_idle_timeout_ms(settings)
     probe = operator_factory()  # the driver's copy: checked and described before anything runs
     if not isinstance(probe, KeyedOperator):
         raise TypeError(f"operator_factory {operator_factory!r} returned a {type(probe).__name__}, not a "
@@ -429,12 +430,47 @@ def _runner_on_server(job: JobPlan, delay_ms: int, input_schema: Any, max_ahead_
                        job_changes, sink, structs, LeaseToken(job.checkpoint, job.lease_token), time_spec)
 
 
+def ahead_limit_ms(max_ahead: int | str | None, what: str) -> int | None:
+    """``max_ahead`` (a duration; None or ``"none"``: no limit) in milliseconds; ``what`` names it in errors."""
+    if max_ahead is None or str(max_ahead).strip().lower() == "none":
+        return None
+    limit = to_millis(max_ahead, what)
+    if limit < 0:
+        raise ValueError(f"{what} must be >= 0, got {max_ahead!r}")
+    return limit
+
+
+def host_idle_timeout_ms(settings: Mapping[str, str]) -> int:
+    """``spark.statekit.host_idle_timeout`` (job ``settings``, prefix dropped) in milliseconds, refused unless > 0."""
+    timeout = to_millis(settings.get("host_idle_timeout", DEFAULT_HOST_IDLE_TIMEOUT), "spark.statekit.host_idle_timeout")
+    if timeout <= 0:
+        raise ValueError(f"spark.statekit.host_idle_timeout={settings['host_idle_timeout']!r}: expected a duration > 0")
+    return timeout
+
+
+def lease_timeout_ms(settings: Mapping[str, str]) -> int:
+    """``spark.statekit.lease_timeout`` (job ``settings``, prefix dropped) in milliseconds, refused unless > 0."""
+    timeout = to_millis(settings.get("lease_timeout", DEFAULT_LEASE_TIMEOUT), "spark.statekit.lease_timeout")
+    if timeout <= 0:
+        raise ValueError(f"spark.statekit.lease_timeout={settings['lease_timeout']!r}: expected a duration > 0")
+    return timeout
+
+
+def check_duration_settings(conf: Mapping[str, str]) -> None:
+    """The durations among Spark conf ``conf`` (``spark.statekit.max_ahead``, ``host_idle_timeout``,
+    ``lease_timeout``), refused as ``run_keyed`` refuses them: for a check before Spark starts."""
+    settings = {k[len(SPARK_PREFIX):]: v for k, v in conf.items() if k.startswith(SPARK_PREFIX)}
+    if "max_ahead" in settings:
+        ahead_limit_ms(settings["max_ahead"], "spark.statekit.max_ahead")
+    host_idle_timeout_ms(settings)
+    lease_timeout_ms(settings)
+
+
 def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -> CheckpointLease:
     """The checkpoint's lease, held (and renewed) for this run: ``LeaseHeldError`` naming the holder when another
     run writes the checkpoint. Where the location's filesystem has no exclusive create, a warning says that one
     writer is not enforced there, and the run goes on without a lease."""
-    timeout = to_millis(settings.get("lease_timeout", DEFAULT_LEASE_TIMEOUT), "spark.statekit.lease_timeout")
-    lease = CheckpointLease(checkpoint, timeout / 1000)
+    lease = CheckpointLease(checkpoint, lease_timeout_ms(settings) / 1000)
     try:
         lease.held(f"a run of operator {operator_id!r}")
     except ExclusiveCreateUnsupported as e:

@@ -1,17 +1,24 @@
 """Event times as users have them, to the int64 milliseconds the operators work in, and window bounds back.
 
-``TimeSpec`` is the one rule: a time column of Spark type TIMESTAMP or TIMESTAMP_NTZ, text (ISO-8601, or a
-``--time-format`` pattern; text without a zone is read in ``--time-zone``) or epoch numbers in ``--time-unit``
-becomes milliseconds in Spark SQL (the ``try_`` forms: a value that does not convert is null, and the router
-gives the row a reason). Results come back in the input's kind, as Spark's ``session_window`` gives them:
-timestamps for timestamps and text (TIMESTAMP_NTZ stays NTZ), integers in the input's unit for numbers.
-Times are taken to the millisecond: a finer part (microseconds) is dropped.
+``TimeSpec`` is the one rule: a time column of Spark type TIMESTAMP or TIMESTAMP_NTZ, text (ISO-8601 with a date,
+or a ``--time-format`` pattern; text without a zone is read in ``--time-zone``) or epoch numbers in
+``--time-unit`` (as numbers or as text: seconds may carry a fraction, milliseconds and microseconds are whole
+numbers, as a fraction of them is most likely seconds read in the wrong unit) becomes milliseconds in Spark SQL
+(the ``try_`` forms: a value that does not convert is null, and the router gives the row a reason). Text with a
+time but no date (``12:00``), which Spark would place on today's date, does not convert. Results come back in
+the input's kind, as Spark's ``session_window`` gives them: timestamps for timestamps and text (TIMESTAMP_NTZ
+stays NTZ), integers in the input's unit for numbers. Times are taken to the millisecond, rounded down: a finer
+part is dropped. Epoch numbers are read as the decimal digits they are written with (a double as its shortest
+text), so ``1772352003.244`` seconds is exactly ``1772352003244`` ms.
 """
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -25,6 +32,14 @@ MILLIS = "_time_ms"
 OUT_OF_RANGE = "time out of range [-2**62, 2**62] ms"
 """The reason of a time beyond ``records.TIME_BOUND`` milliseconds either side of 1970."""
 PATTERNS = "https://spark.apache.org/docs/latest/sql-ref-datetime-pattern.html"
+NUMBER = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+"""Text that is an epoch number (a regex both Python and Spark SQL read)."""
+DATELESS = r"^(T[0-9]|[0-9]+:)"
+"""Text that starts as a time of day (``12:00``, ``T12:00``, ``12:00:00Z``): Spark reads it on today's date."""
+NO_DATE = "time has no date"
+"""The reason of a text time without a date."""
+_DECIMAL = "decimal(38, 18)"
+"""Epoch numbers with a fraction as Spark decimals: 20 digits before the point, 18 after."""
 _OFFSET = re.compile(r"^[+-]\d{2}:\d{2}$")
 _ZONE_LETTERS = re.compile(r"[VzOXxZ]")
 _SHOWN = 60
@@ -45,6 +60,9 @@ class TimeSpec:
             raise ValueError(f"--time-unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
         if self.format is not None and not self.format.strip():
             raise ValueError("--time-format is empty: pass one of Spark's datetime patterns, e.g. 'yyyy-MM-dd HH:mm:ss'")
+        if self.format is not None and not re.search(r"[yu]", re.sub(r"'[^']*'", "", self.format)):
+            raise ValueError(f"--time-format {self.format!r} has no year (y): every time read by it would fall "
+                             f"in 1970; pass a pattern with the date, e.g. 'yyyy-MM-dd HH:mm:ss'")
         if not _is_zone(self.zone):
             raise ValueError(f"--time-zone {self.zone!r} is not a time zone: pass a region such as Europe/Berlin, "
                              f"UTC, or an offset such as +01:00")
@@ -90,9 +108,8 @@ class TimeSpec:
             return _floor_div(f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {_quoted(column)})", 1000)
         if isinstance(dtype, IntegralType):
             return self._scaled(f"cast({_quoted(column)} as bigint)")
-        if isinstance(dtype, FractionalType):  # decimal, float, double: whole numbers of the unit only
-            whole = f"try_cast({_quoted(column)} as bigint)"  # null for NaN, infinities and overflows
-            return F.when(c == F.expr(whole), self._scaled(whole))
+        if isinstance(dtype, FractionalType):  # decimal, float, double: null for NaN, infinities and overflows
+            return self._fraction(_quoted(column))
         if isinstance(dtype, (StringType, DateType)):
             return self._text(column)
         raise InputError(f"time column {column!r} has type {dtype.simpleString()}")  # check() refused it before
@@ -105,9 +122,20 @@ class TimeSpec:
             return _floor_div(sql, UNITS["us"])
         return F.expr(sql if self.unit == "ms" else f"try_multiply({sql}, {UNITS[self.unit]})")
 
+    def _fraction(self, sql: str) -> Any:
+        """Epoch numbers that may have a fraction (the SQL expression ``sql``: text or a number, read as decimal
+        digits) in ``unit`` as milliseconds: seconds rounded down to the millisecond, the other units whole
+        numbers only; null where they do not convert or overflow."""
+        from pyspark.sql import functions as F
+
+        digits = f"try_cast({sql} as {_DECIMAL})"
+        if self.unit == "s":
+            return F.expr(f"try_cast(floor(try_multiply({digits}, {UNITS['s']})) as bigint)")
+        return F.when(F.expr(f"{digits} = floor({digits})"), self._scaled(f"try_cast({digits} as bigint)"))
+
     def _text(self, column: str) -> Any:
-        """Text (or a date) as milliseconds: by ``format``, else an epoch number in ``unit`` or ISO-8601; text
-        naming no zone is read in ``zone`` (a zone appended parses only where the text has none)."""
+        """Text (or a date) as milliseconds: by ``format``, else an epoch number in ``unit`` or ISO-8601 with a date;
+        text naming no zone is read in ``zone`` (a zone appended parses only where the text has none)."""
         from pyspark.sql import functions as F
 
         text = f"trim(cast({_quoted(column)} as string))"
@@ -120,22 +148,50 @@ class TimeSpec:
         iso = F.coalesce(F.concat(t, zone).try_cast("timestamp_ltz"),  # a date and a time, no zone
                          F.concat(t, F.lit("T00:00:00"), zone).try_cast("timestamp_ltz"),  # a date alone
                          t.try_cast("timestamp_ltz"))  # text that names its zone
-        return F.coalesce(self._scaled(f"try_cast({text} as bigint)"), F.unix_millis(iso))
+        dated = F.when(~t.rlike(DATELESS), F.unix_millis(iso))
+        return F.coalesce(self._scaled(f"try_cast({text} as bigint)"), self._fraction(text), dated)
 
     def reason(self, value: Any) -> str:
         """Why ``value`` (a time column's value that is not null) gave no event time."""
         if isinstance(value, str):
-            if self.format is None and _is_integer(value):
-                return OUT_OF_RANGE
             shown = value if len(value) <= _SHOWN else value[:_SHOWN] + "..."
+            if self.format is None and re.match(NUMBER, value.strip()):
+                return self._number_problem(Decimal(value.strip()), value.strip()) or OUT_OF_RANGE
+            if self.format is None and re.match(DATELESS, value.strip()):
+                return f"{NO_DATE}: {shown!r} (it would be read as today's)"
             expected = (f"format {self.format!r}" if self.format is not None
-                        else f"ISO-8601 or an integer in {self.unit}")
+                        else f"ISO-8601 with a date, or a number in {self.unit}")
             return f"unparsable time: {shown!r} ({expected}; text without a zone in {self.zone})"
-        try:
-            whole = value == int(value)  # a whole number that overflowed when scaled to milliseconds
-        except (ValueError, OverflowError):  # NaN, infinity
-            whole = False
-        return OUT_OF_RANGE if whole else f"time is not an integer: {value} {self.unit}"
+        if isinstance(value, datetime.time):
+            return f"{NO_DATE}: {value.isoformat()!r} (a time of day)"
+        if isinstance(value, (float, Decimal)):
+            return self._number_problem(value, value) or OUT_OF_RANGE
+        return OUT_OF_RANGE
+
+    def _number_problem(self, number: float | Decimal, shown: Any) -> str | None:
+        """Why epoch number ``number`` (written as ``shown``) can give no event time whatever its size; None: it can."""
+        exact = isinstance(number, Decimal)
+        if not (number.is_finite() if exact else math.isfinite(number)):
+            return f"time is not a finite number: {shown}"
+        whole = number == number.to_integral_value() if exact else number.is_integer()
+        if self.unit != "s" and not whole:
+            return f"time is not a whole number of {self.unit}: {shown} (epoch seconds? pass --time-unit s)"
+        return None
+
+    def may_convert(self, value: Any) -> bool:
+        """Whether ``value`` (a time column's value as pyarrow reads a file) may give an event time: False only
+        where it surely gives none (a time of day, NaN, text that is neither a number nor starts with a date; text
+        read by ``format`` is not judged). Pre-flight's check of a file's first values, without Spark."""
+        if isinstance(value, datetime.time):
+            return False
+        if isinstance(value, (float, Decimal)):
+            return self._number_problem(value, value) is None
+        if not isinstance(value, str) or self.format is not None:
+            return True
+        text = value.strip()
+        if re.match(NUMBER, text):
+            return self._number_problem(Decimal(text), text) is None
+        return not re.match(DATELESS, text) and bool(re.match(r"^[+-]?[0-9]+-", text))
 
     def bounds_type(self, kind: Any) -> Any:
         """The Spark type window bounds come back in for times of type ``kind``: TIMESTAMP_NTZ for NTZ, a
@@ -156,7 +212,7 @@ class TimeSpec:
         """The kind of the input's times (``bounds_type`` takes it) when a reader gives the time column as text
         (csv, json, so that a bad value reaches the invalid output) and inferred ``inferred`` from the first
         file (``df``): LongType for numbers, StringType for the rest; for values of mixed kinds (inferred as
-        text), LongType when most of the first file's values are integers (a few bad values among epoch
+        text), LongType when most of the first file's values are numbers (a few bad values among epoch
         numbers keep the bounds integers)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, NumericType, StringType
@@ -165,8 +221,8 @@ class TimeSpec:
             return StringType()
         if isinstance(inferred, NumericType):
             return LongType()
-        integers = F.trim(F.col(column)).rlike(r"^[+-]?\d+$")
-        row = df.select(F.count(F.when(integers, 1)).alias("i"), F.count(F.when(~integers, 1)).alias("o")).first()
+        numbers = F.trim(F.col(column)).rlike(NUMBER)
+        row = df.select(F.count(F.when(numbers, 1)).alias("i"), F.count(F.when(~numbers, 1)).alias("o")).first()
         return LongType() if row["i"] >= row["o"] else StringType()
 
 
@@ -187,14 +243,6 @@ def _floor_div(sql: str, n: int) -> Any:
 
 def _quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
-
-
-def _is_integer(text: str) -> bool:
-    try:
-        int(text.strip())
-    except ValueError:
-        return False
-    return True
 
 
 def _is_zone(zone: str) -> bool:

@@ -1,10 +1,5 @@
 """The sample clickstream and the sort-and-scan reference that the demo and benchmarks trust."""
 
-from datetime import timedelta
-
-import pytest
-
-from statekit import to_millis
 from statekit.clickstream import Click, epochs, generate_clickstream, sessionize_reference
 
 
@@ -40,15 +35,3 @@ def test_epochs_split_in_order():
     parts = list(epochs(clicks, 50))
     assert [len(p) for p in parts] == [50, 50, 5]
     assert [c for p in parts for c in p] == clicks
-
-
-@pytest.mark.parametrize("value, ms", [("30s", 30_000), ("500ms", 500), ("5m", 300_000), ("1h30m", 5_400_000),
-                                       ("250", 250), (1500, 1500), (timedelta(seconds=2), 2000), ("2.5s", 2500)])
-def test_to_millis(value, ms):
-    assert to_millis(value) == ms
-
-
-@pytest.mark.parametrize("bad", ["30x", "", "s", "5m3", True, float("nan")])
-def test_to_millis_rejects_with_the_setting_name(bad):
-    with pytest.raises(ValueError, match="gap"):
-        to_millis(bad, "gap")

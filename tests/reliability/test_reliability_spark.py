@@ -109,9 +109,10 @@ def test_text_times_and_missing_fields_in_json_are_refused_with_reasons(spark, t
            ('{"user_id": "no-time", "value": 1}', "no-time", None, "null time"),     # time field missing
            ('{"user_id": "null-time", "ts_ms": null, "value": 1}', "null-time", None, "null time"),
            ('{"user_id": "text", "ts_ms": "abc", "value": 1}', "text", "abc", "unparsable time"),
-           ('{"user_id": "fraction", "ts_ms": 1.5, "value": 1}', "fraction", "1.5", "unparsable time"),
-           ('{"user_id": "whole-float", "ts_ms": 2000.0, "value": 1}', "whole-float", "2000.0", "unparsable time"),
-           ('{"user_id": "exponent", "ts_ms": 1e3, "value": 1}', "exponent", "1e3", "unparsable time"),
+           ('{"user_id": "fraction", "ts_ms": 1.5, "value": 1}', "fraction", "1.5", "time is not a whole number of ms"),
+           ('{"user_id": "half-ms", "ts_ms": 2000.5, "value": 1}', "half-ms", "2000.5", "time is not a whole number of ms"),
+           ('{"user_id": "exponent", "ts_ms": 1e-3, "value": 1}', "exponent", "1e-3", "time is not a whole number of ms"),
+           ('{"user_id": "no-date", "ts_ms": "12:00", "value": 1}', "no-date", "12:00", "time has no date: '12:00'"),
            ('{"user_id": "bool", "ts_ms": true, "value": 1}', "bool", "true", "unparsable time"),
            ('{"user_id": "huge", "ts_ms": 99999999999999999999, "value": 1}', "huge", "99999999999999999999",
             "time out of range [-2**62, 2**62] ms"),
@@ -153,8 +154,9 @@ def test_nan_keys_and_unhashable_keys_are_refused(spark, tmp_path):
     # null and out-of-range float times refused; integer-valued and negative float times are valid
     nan, inf = float("nan"), float("inf")
     rows = [(1.5, 1000.0, "valid"), (1.5, 2000.0, "valid"), (1.5, -3000.0, "valid"),
-            (2.5, 1500.5, "time is not an integer: 1500.5 ms"), (2.5, nan, "time is not an integer: nan ms"),
-            (2.5, inf, "time is not an integer: inf ms"), (2.5, None, "null time"),
+            (2.5, 1500.5, "time is not a whole number of ms: 1500.5 (epoch seconds? pass --time-unit s)"),
+            (2.5, nan, "time is not a finite number: nan"), (2.5, inf, "time is not a finite number: inf"),
+            (2.5, None, "null time"),
             (2.5, 1e19, "time out of range [-2**62, 2**62] ms"),
             (nan, 1000.0, "NaN key"), (None, 3000.0, "null key"), (nan, 1500.5, "NaN key")]  # both bad: the key's reason
     d1 = write_files(tmp_path / "float", [pa.table({"user_id": pa.array([r[0] for r in rows], pa.float64()),

@@ -177,3 +177,25 @@ def test_an_operator_factory_must_make_an_operator(spark, tmp_path):
     with pytest.raises(Exception, match="not a statekit.operators.KeyedOperator"):
         run_keyed(df, key="k", time="ts", operator_factory=lambda: object(), result_schema="a STRING",
                   output=str(tmp_path / "out"), partitions=1)
+
+
+@pytest.mark.parametrize("argument, setting, message", [
+    ({"watermark_delay": "10000"}, None, "watermark_delay '10000': a duration needs a unit"),
+    ({"max_ahead": "3600"}, None, "max_ahead '3600': a duration needs a unit"),
+    ({}, ("max_ahead", "3600"), "spark.statekit.max_ahead '3600': a duration needs a unit"),
+    ({}, ("lease_timeout", "60"), "spark.statekit.lease_timeout '60': a duration needs a unit"),
+])
+def test_durations_given_as_text_need_a_unit(spark, tmp_path, argument, setting, message):
+    """An argument or a Spark setting: "10000" is not read as 10,000 ms (an int is, as the operator API takes it)."""
+    df = spark.createDataFrame(records(5), INPUT_SCHEMA)
+    if setting:
+        spark.conf.set(f"spark.statekit.{setting[0]}", setting[1])
+    try:
+        with pytest.raises(ValueError, match=f"^{message}"):
+            run_keyed(df, key="k", time="ts", columns=["value"], operator_factory=lambda: KeyedProcessOperator(Yields(
+                lambda k, ts: (k, ts))), result_schema="a STRING, b BIGINT", output=str(tmp_path / "out"), partitions=1,
+                **argument)
+    finally:
+        if setting:
+            spark.conf.unset(f"spark.statekit.{setting[0]}")
+    assert not (tmp_path / "out").exists()

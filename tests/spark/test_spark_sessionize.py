@@ -58,8 +58,8 @@ def test_invalid_and_late_rows_go_to_side_outputs(spark, tmp_path):
                          aggs=["sum:value", "count", "min:value", "max:value", "avg:value"], partitions=2, final=True)
     invalid = sorted((tuple(r) for r in spark.read.parquet(str(out / "_invalid")).select("user_id", "ts_ms", "reason")
                       .collect()), key=str)
-    assert invalid == sorted([(None, "100500", "null key"), ("b", "abc", "unparsable time: 'abc' (ISO-8601 or an integer in ms; text without a zone in UTC)"),
-                              ("c", "1.5", "unparsable time: '1.5' (ISO-8601 or an integer in ms; text without a zone in UTC)"), ("d", "99999999999999999999", "time out of range [-2**62, 2**62] ms"),
+    assert invalid == sorted([(None, "100500", "null key"), ("b", "abc", "unparsable time: 'abc' (ISO-8601 with a date, or a number in ms; text without a zone in UTC)"),
+                              ("c", "1.5", "time is not a whole number of ms: 1.5 (epoch seconds? pass --time-unit s)"), ("d", "99999999999999999999", "time out of range [-2**62, 2**62] ms"),
                               ("e", "4611686018427387905", "time out of range [-2**62, 2**62] ms")],
                              key=str)
     late = [tuple(r) for r in spark.read.parquet(str(out / "_late")).select("user_id", "ts_ms", "value").collect()]

@@ -248,7 +248,7 @@ def test_an_unknown_state_host_is_refused(spark, sample, tmp_path):
         spark.conf.unset("spark.statekit.state_host")
 
 
-@pytest.mark.parametrize("timeout", ["0s", "-5s", "soon"])
+@pytest.mark.parametrize("timeout", ["0s", "-5s", "soon", "600"])
 def test_a_host_idle_timeout_that_is_not_a_positive_duration_is_refused(spark, sample, tmp_path, timeout):
     spark.conf.set("spark.statekit.host_idle_timeout", timeout)
     try:

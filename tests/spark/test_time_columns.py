@@ -7,6 +7,7 @@ time spec, and a resume with another one is refused."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import random
 import shutil
@@ -25,7 +26,7 @@ from statekit.checkpoint import CheckpointError
 from statekit.clickstream import Click, sessionize_reference
 from statekit.jobs import sessionize
 from statekit.spark import InputError
-from statekit.spark.event_time import TimeSpec
+from statekit.spark.event_time import OUT_OF_RANGE, TimeSpec
 from statekit.spark.records import TIME_BOUND, Router, routing_values
 from tests.spark_support import clickstream
 
@@ -142,7 +143,7 @@ def test_unparsable_times_go_to_invalid_with_their_reason(spark, tmp_path):
     summary = sessionize(spark, input=str(inp), output=str(out), key="user_id", time="ts", gap="30s",
                          aggs=["sum:value", "count"], mode="batch", partitions=2, time_zone="Europe/Berlin")
     invalid = sorted(tuple(r) for r in spark.read.parquet(str(out / "_invalid")).select("user_id", "ts", "reason").collect())
-    expected = "(ISO-8601 or an integer in ms; text without a zone in Europe/Berlin)"
+    expected = "(ISO-8601 with a date, or a number in ms; text without a zone in Europe/Berlin)"
     assert invalid == [("user_1", "2025-13-99", f"unparsable time: '2025-13-99' {expected}"),
                        ("user_2", "yesterday", f"unparsable time: 'yesterday' {expected}"),
                        ("user_3", None, "null time")]
@@ -150,6 +151,68 @@ def test_unparsable_times_go_to_invalid_with_their_reason(spark, tmp_path):
     assert summary.epochs[0]["invalid_reasons"] == {"unparsable time": 2, "null time": 1}
     sessions, spark_type, _ = _sessions(spark, out)  # text with bad values among it: still timestamps
     assert sessions == _reference(clicks, _us) and spark_type == "timestamp"
+
+
+def test_epoch_numbers_convert_exactly_to_the_millisecond(spark):
+    """Seconds with a fraction (text, double, decimal) are their decimal digits, not a double times 1000; the
+    other units take whole numbers only (a fraction there is most likely seconds); finer parts round down."""
+    from decimal import Decimal
+
+    from pyspark.sql.types import DecimalType, DoubleType, StringType
+
+    ms = [1772352003244, 1772352007000, 1700000000001, 1700000000123, -1500, -1001]
+    seconds = [f"{v / 1000:.3f}" for v in ms[:-1]] + ["-1.0005"]  # -1000.5 ms: rounded down to -1001
+    finer = ["1772352003.2449999999", "1772352003.999999999"]  # as doubles times 1000: ...245 and ...004000
+    cases = [("s", StringType(), seconds + finer + ["1.772352003244E9", "12:00", "1.5e-4"],
+              ms + [1772352003244, 1772352003999, 1772352003244, None, 0]),
+             ("s", DoubleType(), [float(t) for t in seconds], ms),
+             ("s", DecimalType(20, 6), [Decimal(t) for t in seconds], ms),
+             ("ms", StringType(), ["1772352003244", "1772352003244.0", "1e3", "1772352003244.5", "1.772352003244"],
+              [1772352003244, 1772352003244, 1000, None, None]),
+             ("ms", DoubleType(), [1772352003244.0, 1772352003244.5], [1772352003244, None]),
+             ("us", StringType(), ["1772352003244999", "-1", "1772352003244999.5"], [1772352003244, -1, None])]
+    for unit, dtype, values, expected in cases:
+        df = spark.createDataFrame([(v,) for v in values], f"t {dtype.simpleString()}")
+        got = [r[0] for r in df.select(TimeSpec(unit).millis("t", dtype)).collect()]
+        assert got == expected, (unit, dtype, values)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_epoch_seconds_with_a_fraction_give_the_reference_sessions_in_every_format(spark, tmp_path, fmt):
+    clicks = _clicks(seed=17)
+    d = tmp_path / "in"
+    d.mkdir()
+    if fmt == "csv":
+        _write_csv(d / "part-0.csv", [(c.user_id, f"{c.ts_ms / 1000:.3f}", c.value) for c in clicks])
+    elif fmt == "json":  # JSON numbers, as a float's shortest text: 1700000000.1, 1700000003.244
+        (d / "part-0.json").write_text("".join(json.dumps({"user_id": c.user_id, "ts": c.ts_ms / 1000, "value": c.value})
+                                               + "\n" for c in clicks))
+    else:
+        _write_parquet(d / "part-0.parquet", clicks, pa.array([c.ts_ms / 1000 for c in clicks], pa.float64()))
+    out = tmp_path / "out"
+    summary = sessionize(spark, input=str(d), output=str(out), key="user_id", time="ts", gap="30s", time_unit="s",
+                         aggs=["sum:value", "count"], mode="batch", partitions=2)
+    assert summary.total("invalid") == 0 and summary.total("records") == len(clicks)
+    rows, spark_type, _ = _sessions(spark, out)
+    assert rows == _reference(clicks, lambda ms: ms // 1000) and spark_type == "bigint"
+
+
+def test_text_without_a_date_goes_to_invalid_with_its_reason(spark, tmp_path):
+    """``12:00`` would be today at noon: the same file would give other sessions on another day."""
+    clicks = _clicks(seed=19)
+    rows = [(c.user_id, _utc(c.ts_ms).isoformat(timespec="milliseconds"), c.value) for c in clicks]
+    dateless = [("user_1", "12:00", 1), ("user_2", "T12:00", 2), ("user_3", "12:00:00Z", 3), ("user_4", "T12", 4),
+                ("user_5", "12:00:00.5", 5)]
+    midnight = Click("user_6", (datetime(2024, 1, 1, tzinfo=timezone.utc) - EPOCH) // timedelta(milliseconds=1), 6)
+    inp = _write_csv(tmp_path / "in" / "part-0.csv", rows[:50] + dateless + [("user_6", "2024-01-01", 6)] + rows[50:])
+    out = tmp_path / "out"
+    summary = sessionize(spark, input=str(inp), output=str(out), key="user_id", time="ts", gap="30s",
+                         aggs=["sum:value", "count"], mode="batch", partitions=2)
+    invalid = sorted(tuple(r) for r in spark.read.parquet(str(out / "_invalid")).select("user_id", "ts", "reason").collect())
+    assert invalid == [(k, t, f"time has no date: {t!r} (it would be read as today's)") for k, t, _ in dateless]
+    assert summary.epochs[0]["invalid_reasons"] == {"time has no date": len(dateless)}
+    sessions, _, _ = _sessions(spark, out)
+    assert sessions == _reference(clicks + [midnight], _us)  # a date alone is its midnight
 
 
 def test_a_format_names_itself_in_the_reason(spark, tmp_path):
@@ -169,6 +232,8 @@ def test_unusable_time_types_and_settings_are_refused_clearly(spark, tmp_path):
     pq.write_table(pa.table({"user_id": ["a"], "ts": [True]}), inp / "part-0.parquet")
     with pytest.raises(InputError, match=r"time column 'ts' has type boolean: statekit reads TIMESTAMP"):
         sessionize(spark, input=str(inp), output=str(tmp_path / "o1"), key="user_id", time="ts", mode="batch")
+    with pytest.raises(ValueError, match=r"--time-format 'HH:mm' has no year \(y\): every time read by it would fall"):
+        TimeSpec(format="HH:mm")
     with pytest.raises(ValueError, match=r"--time-zone 'Mars/Base' is not a time zone"):
         sessionize(spark, input=str(inp), output=str(tmp_path / "o2"), key="user_id", time="ts", time_zone="Mars/Base")
     csv_in = _write_csv(tmp_path / "csv" / "part-0.csv", [("a", "1", 1)])
@@ -195,15 +260,20 @@ def test_router_gives_each_time_that_did_not_convert_its_reason():
     ts, why = router._times(millis, values)
     assert ts.to_pylist() == [5, None, None, None, None, None, None, 1000]
     assert why == [None, "null time",
-                   "unparsable time: '2025-13-99' (ISO-8601 or an integer in s; text without a zone in Europe/Berlin)",
+                   "unparsable time: '2025-13-99' (ISO-8601 with a date, or a number in s; text without a zone in Europe/Berlin)",
                    "time out of range [-2**62, 2**62] ms", "time out of range [-2**62, 2**62] ms",
                    "time ahead of the clock: 1001 > 1000 (max_ahead 1d)",
-                   f"unparsable time: '{'z' * 60}...' (ISO-8601 or an integer in s; text without a zone in Europe/Berlin)",
+                   f"unparsable time: '{'z' * 60}...' (ISO-8601 with a date, or a number in s; text without a zone in Europe/Berlin)",
                    None]
     ts, why = router._times(pa.array([1, 2], pa.int64()), pa.array([1.5, 2.5]))
     assert ts.to_pylist() == [1, 2] and why == []  # all valid: no reasons list
-    _, why = router._times(pa.array([None, None], pa.int64()), pa.array([1.5, float("nan")]))
-    assert why == ["time is not an integer: 1.5 s", "time is not an integer: nan s"]
+    _, why = router._times(pa.array([None, None, None], pa.int64()), pa.array([1e300, float("nan"), float("-inf")]))
+    assert why == [OUT_OF_RANGE, "time is not a finite number: nan", "time is not a finite number: -inf"]
+    ms = Router("k", "t", 2, 128, routing_values(2), None, 1000, "1d", TimeSpec("ms"))
+    _, why = ms._times(pa.array([None, None, None], pa.int64()), pa.array(["1.5", "12:00", "T12:00:00Z"]))
+    assert why == ["time is not a whole number of ms: 1.5 (epoch seconds? pass --time-unit s)",
+                   "time has no date: '12:00' (it would be read as today's)",
+                   "time has no date: 'T12:00:00Z' (it would be read as today's)"]
 
 
 def _cli(inp: Path, out: Path, *extra: str) -> None:
