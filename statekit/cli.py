@@ -53,7 +53,9 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", required=True, help="key column")
     p.add_argument("--time", required=True,
                    help="event-time column: TIMESTAMP, TIMESTAMP_NTZ, ISO-8601 text or epoch numbers (--time-unit)")
-    p.add_argument("--time-unit", choices=["s", "ms", "us"], default="ms", help="unit of epoch-number times")
+    p.add_argument("--time-unit", choices=["s", "ms", "us"], default=None,
+                   help="unit of epoch-number times (default ms; without this flag, numbers that all look like "
+                        "another unit's are refused before Spark starts)")
     p.add_argument("--time-format", default=None,
                    help="text times by a Spark datetime pattern, e.g. 'yyyy-MM-dd HH:mm:ss' (default: ISO-8601)")
     p.add_argument("--time-zone", default="UTC", help="zone of text times that name none (Europe/Berlin, +01:00)")
@@ -124,7 +126,8 @@ def run_sessionize(args: Any) -> int:
                          partitions=args.partitions, checkpoint=args.checkpoint, output_format=args.output_format,
                          connect_server=not starts_jvm(url), mode=args.mode,
                          spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"),
-                         conf=conf, time_spec=TimeSpec(args.time_unit, args.time_format, args.time_zone))
+                         conf=conf, time_spec=TimeSpec(args.time_unit or "ms", args.time_format, args.time_zone),
+                         unit_given=args.time_unit is not None)
     spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
     with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
@@ -138,7 +141,7 @@ def run_sessionize(args: Any) -> int:
                              checkpoint=args.checkpoint, partitions=args.partitions, fmt=args.fmt, mode=args.mode,
                              trigger=args.trigger, final=args.final, migrate_state=args.migrate_state, max_ahead=args.max_ahead,
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
-                             state_layout=args.state_layout, progress=progress, time_unit=args.time_unit,
+                             state_layout=args.state_layout, progress=progress, time_unit=args.time_unit or "ms",
                              time_format=args.time_format, time_zone=args.time_zone)
     records = summary.total("records_in")
     if (summary.stopped or ctrl_c.requested) and args.trigger == "available-now":

@@ -216,6 +216,37 @@ def test_epoch_seconds_read_as_milliseconds_are_refused_though_some_are_whole(tm
         check(d, tmp_path / "out", time="ts")
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+@pytest.mark.parametrize("times,unit", [([1772352003, 1772352063], "s"), ([1772352003.5, 1772352063], "s"),
+                                        ([1772352003000000, 1772352063000000], "us")])
+def test_epoch_numbers_of_another_unit_than_the_default_are_refused_unless_the_unit_is_given(tmp_path, fmt, times,
+                                                                                              unit):
+    """Whole epoch seconds read as the default milliseconds are valid times in January 1970: quiet wrong sessions.
+    Passing --time-unit (any) says the unit was meant."""
+    d = write_times(tmp_path / "in", fmt, times)
+    with pytest.raises(InputError) as e:
+        check(d, tmp_path / "out", time="ts", unit_given=False)
+    assert f"time column 'ts': its first values are epoch numbers that look like" in str(e.value)
+    assert f"pass --time-unit {unit}, or --time-unit ms to read them as milliseconds after all" in str(e.value)
+    check(d, tmp_path / "out", time="ts", unit_given=True, time_spec=TimeSpec(unit))
+    check(d, tmp_path / "out", time="ts", unit_given=True)  # ms asked for: read as given
+
+
+@pytest.mark.parametrize("times", [[1772352003000, 1772352063000], [1000, 2000], [1772352003, 1772352003000],
+                                   ["2026-03-01T12:00:00Z", "2026-03-01T12:00:01Z"]])
+def test_milliseconds_small_times_mixed_spans_and_text_pass_with_the_default_unit(tmp_path, times):
+    check(write_times(tmp_path / "in", "json", times), tmp_path / "out", time="ts", unit_given=False)
+
+
+def test_the_cli_refuses_epoch_seconds_without_a_unit_before_spark_starts(tmp_path):
+    d = write_times(tmp_path / "in", "csv", [1772352003, 1772352063])
+    r, _ = cli(*sessionize_argv(d, tmp_path / "out", **{"--time": "ts"}))
+    assert r.returncode == 2, r.stderr
+    assert "look like seconds (e.g. 1772352003; read as milliseconds, the default, they would be times in 1970); " \
+           "pass --time-unit s" in r.stderr
+    assert r.stderr.rstrip().endswith("no pyspark")
+
+
 def test_text_by_a_time_format_is_left_to_the_run(tmp_path):
     check(write_times(tmp_path / "in", "csv", ["01/03/2026 12:00"]), tmp_path / "out", time="ts",
           time_spec=TimeSpec(format="dd/MM/yyyy HH:mm"))

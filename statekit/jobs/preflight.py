@@ -17,7 +17,7 @@ from ..durations import to_millis
 from ..spark.api import ahead_limit_ms, check_duration_settings
 from ..spark.columns import check_columns
 from ..spark.errors import InputError
-from ..spark.event_time import NO_DATE, PATTERNS, TimeSpec
+from ..spark.event_time import NO_DATE, PATTERNS, UNIT_NAMES, TimeSpec, apparent_unit
 from ..spark.file_order import check_file_order
 from ..spark.input_files import FORMATS, input_format, is_data_file, missing, nothing_found, split_glob
 from ..spark.java import find_java
@@ -128,7 +128,7 @@ def usable_time_type(arrow_type: Any) -> bool:
 
 
 def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
-                read: list[str] | None = None, time_spec: TimeSpec = TimeSpec()) -> None:
+                read: list[str] | None = None, time_spec: TimeSpec = TimeSpec(), unit_given: bool = True) -> None:
     """The input exists, holds data files of one known format, and its first file has the ``required`` columns,
     the time column of a usable type, with times among its first values. ``read``: for a stream, the files its
     Spark checkpoint read already; the others must have modification times in name order (``file_order``).
@@ -144,7 +144,7 @@ def check_input(path: str, *, fmt: str | None, time: str, required: list[tuple[s
     if not usable_time_type(time_type):
         raise InputError(f"input {first}: time column {time!r} has type {time_type}: it must hold event times "
                          f"(epoch numbers, text, a timestamp or a date)")
-    check_time_values(first, fmt, time, time_spec)
+    check_time_values(first, fmt, time, time_spec, unit_given)
 
 
 def first_values(path: Path, fmt: str, column: str) -> list[Any]:
@@ -167,12 +167,22 @@ def first_values(path: Path, fmt: str, column: str) -> list[Any]:
     return json_head(path).column(column).to_pylist()[:_SAMPLE_ROWS]
 
 
-def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec) -> None:
+def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec, unit_given: bool = True) -> None:
     """Refuse a time column most of whose first values give no event time under ``time_spec`` (most rows of the
     run would go to ``_invalid``: a wrong ``--time-unit`` or ``--time-format``, or times without a date), naming
-    the file, the column, a value and the flag or fix that helps."""
+    the file, the column, a value and the flag or fix that helps. Unless ``unit_given`` (``--time-unit`` passed),
+    also epoch numbers that are all of another unit than the default's (``apparent_unit``): seconds read as
+    milliseconds would make valid sessions in January 1970."""
     with read_as(path, fmt):
         values = [v for v in first_values(path, fmt, time) if v is not None]
+    apparent = None if unit_given or time_spec.format is not None else apparent_unit(values)
+    if apparent is not None and apparent != time_spec.unit:
+        shown = next(v for v in values if apparent_unit([v]) == apparent)
+        raise InputError(f"input {path}: time column {time!r}: its first values are epoch numbers that look like "
+                         f"{UNIT_NAMES[apparent]} (e.g. {shown}; read as {UNIT_NAMES[time_spec.unit]}, the default, "
+                         f"they would be times in {'1970' if apparent == 's' else 'a far future'}); pass "
+                         f"--time-unit {apparent}, or --time-unit {time_spec.unit} to read them as "
+                         f"{UNIT_NAMES[time_spec.unit]} after all")
     bad = [v for v in values if not time_spec.may_convert(v)]
     if len(bad) * 2 <= len(values):
         return
@@ -191,13 +201,14 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
                          watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
                          checkpoint: str | None, output_format: str, connect_server: bool = False,
                          mode: str = "stream", spark_checkpoint: str | None = None,
-                         conf: Mapping[str, str] | None = None, time_spec: TimeSpec = TimeSpec()) -> None:
+                         conf: Mapping[str, str] | None = None, time_spec: TimeSpec = TimeSpec(),
+                         unit_given: bool = True) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
     ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
     ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``spark_checkpoint``:
     the one given (flag or Spark conf), whose file source a resumed stream read its first files by; ``conf``:
     its ``--conf`` Spark settings; ``time_spec``: how its times are read (``--time-unit``, ``--time-format``,
-    ``--time-zone``)."""
+    ``--time-zone``); ``unit_given``: ``--time-unit`` was passed (else epoch numbers of another unit are refused)."""
     aggs = list(aggs)
     check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs,
                 conf=conf)
@@ -210,6 +221,7 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
         ours = checkpoint or f"{files.rstrip('/')}/{DEFAULT_CHECKPOINT}"
         spark_dir = spark_checkpoint or f"{ours.rstrip('/')}/{BELOW_CHECKPOINT}"
         read = files_read(spark_dir) if mode == "stream" and local(spark_dir) else None  # else the run checks it
-        check_input(input, fmt=fmt, time=time, required=required, read=read, time_spec=time_spec)
+        check_input(input, fmt=fmt, time=time, required=required, read=read, time_spec=time_spec,
+                    unit_given=unit_given)
     if local(files):
         check_output_is_own(files, checkpoint)

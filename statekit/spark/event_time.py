@@ -27,6 +27,7 @@ from .errors import InputError
 
 UNITS = {"s": 1000, "ms": 1, "us": 1000}
 """Epoch units, with the factor between them and milliseconds (``us`` divides, the others multiply)."""
+UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
 MILLIS = "_time_ms"
 """The internal column of event-time milliseconds that the router reads (the user's time column stays as it is)."""
 OUT_OF_RANGE = "time out of range [-2**62, 2**62] ms"
@@ -43,6 +44,31 @@ _DECIMAL = "decimal(38, 18)"
 _OFFSET = re.compile(r"^[+-]\d{2}:\d{2}$")
 _ZONE_LETTERS = re.compile(r"[VzOXxZ]")
 _SHOWN = 60
+
+
+EPOCH_SPANS = {"s": (10**9, 10**10), "ms": (10**12, 10**13), "us": (10**15, 10**16)}
+"""Where epoch numbers of each unit fall for times from 2001-09-09 to 2286-11-20: a column all of whose numbers
+fall in another unit's span is almost surely in that unit (seconds read as milliseconds are January 1970)."""
+
+
+def apparent_unit(values: list[Any]) -> str | None:
+    """The unit of ``EPOCH_SPANS`` whose span holds every epoch number among ``values`` (numbers, or text as a csv
+    holds them; other values are passed over); None when there is no number or the numbers fall in no one span."""
+    numbers = []
+    for v in values:
+        if isinstance(v, str):
+            if not re.match(NUMBER, v.strip()):
+                continue
+            v = Decimal(v.strip())
+        if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
+            continue
+        if isinstance(v, float) and not math.isfinite(v):
+            continue
+        numbers.append(abs(v))
+    if not numbers:
+        return None
+    low, high = min(numbers), max(numbers)
+    return next((unit for unit, (a, b) in EPOCH_SPANS.items() if a <= low and high < b), None)
 
 
 @dataclass(frozen=True)
