@@ -10,7 +10,7 @@ import pytest
 
 from statekit import to_millis
 from statekit.jobs.preflight import check_flags
-from statekit.spark.api import check_duration_settings
+from statekit.spark.settings import check_duration_settings
 
 FORMS = "(forms: 30s, 500ms, 5m, 1h30m; units ms, s, m or min, h, d)"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..durations import to_millis
-from ..spark.api import ahead_limit_ms, check_duration_settings
+from ..spark.settings import ahead_limit_ms, check_duration_settings
 from ..spark.columns import check_columns
 from ..spark.errors import InputError
 from ..spark.event_time import NO_DATE, PATTERNS, UNIT_NAMES, TimeSpec, apparent_unit

@@ -28,7 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Mapping
 
 from ..checkpoint import CheckpointError, CheckpointLease, ExclusiveCreateUnsupported, JobRecord
-from ..config import DEFAULT_JOB_BACKEND, SPARK_PREFIX, StateConfig
+from ..config import DEFAULT_JOB_BACKEND, StateConfig
 from ..durations import to_millis
 from ..keygroups import check_parallelism
 from ..memory_budget import process_share
@@ -50,6 +50,7 @@ from .runtime import accelerator_off, application_secret, is_connect, warm_up_wo
 from .session_kind import application_id, default_parallelism, input_splits, job_canceller, master
 from .output_dir import OUTPUTS, OutputDir, check_output_is_own
 from .sinks import EpochSink, as_sink
+from .settings import DEFAULT_MAX_AHEAD, ahead_limit_ms, host_idle_timeout_ms, lease_timeout_ms, statekit_settings
 from .spark_logs import SparkLogSilence
 from .tasks import run_partition
 
@@ -57,9 +58,6 @@ FAULT_ENV = "STATEKIT_INJECT_FAULT"
 _JOB_KEYS = ("checkpoint", "partitions", "retain", "cache_size", "max_ahead", "spark_checkpoint", "state_host",
              "host_idle_timeout", "state_hosts", "lease_timeout", "checkpoint_key", "memory_budget")
 STATE_HOSTS = ("process", "worker")
-DEFAULT_HOST_IDLE_TIMEOUT = "10m"
-DEFAULT_MAX_AHEAD = "7d"
-DEFAULT_LEASE_TIMEOUT = "60s"
 """How long a run's checkpoint lease outlives its last heartbeat (``spark.statekit.lease_timeout``): far above an
 epoch's commit, so a writer that stalls never lands a commit after another run took over (``checkpoint.lease``)."""
 
@@ -91,7 +89,7 @@ class RunSummary:
 def _spark_settings(spark: Any) -> dict[str, str]:
     conf = spark.conf.getAll
     items = conf() if callable(conf) else conf
-    return {k[len(SPARK_PREFIX):]: v for k, v in dict(items).items() if k.startswith(SPARK_PREFIX)}
+    return statekit_settings(dict(items))
 
 
 def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -> tuple[StateConfig, dict[str, str]]:
@@ -428,42 +426,6 @@ def _runner_on_server(job: JobPlan, delay_ms: int, input_schema: Any, max_ahead_
     """``EpochRunner.server_copy``'s runner, made in the server's process on ``spark``, its session there."""
     return EpochRunner(spark, job, delay_ms, input_schema, EpochLog(job.checkpoint), max_ahead_ms, max_ahead, None,
                        job_changes, sink, structs, LeaseToken(job.checkpoint, job.lease_token), time_spec)
-
-
-def ahead_limit_ms(max_ahead: int | str | None, what: str) -> int | None:
-    """``max_ahead`` (a duration; None or ``"none"``: no limit) in milliseconds; ``what`` names it in errors."""
-    if max_ahead is None or str(max_ahead).strip().lower() == "none":
-        return None
-    limit = to_millis(max_ahead, what)
-    if limit < 0:
-        raise ValueError(f"{what} must be >= 0, got {max_ahead!r}")
-    return limit
-
-
-def host_idle_timeout_ms(settings: Mapping[str, str]) -> int:
-    """``spark.statekit.host_idle_timeout`` (job ``settings``, prefix dropped) in milliseconds, refused unless > 0."""
-    timeout = to_millis(settings.get("host_idle_timeout", DEFAULT_HOST_IDLE_TIMEOUT), "spark.statekit.host_idle_timeout")
-    if timeout <= 0:
-        raise ValueError(f"spark.statekit.host_idle_timeout={settings['host_idle_timeout']!r}: expected a duration > 0")
-    return timeout
-
-
-def lease_timeout_ms(settings: Mapping[str, str]) -> int:
-    """``spark.statekit.lease_timeout`` (job ``settings``, prefix dropped) in milliseconds, refused unless > 0."""
-    timeout = to_millis(settings.get("lease_timeout", DEFAULT_LEASE_TIMEOUT), "spark.statekit.lease_timeout")
-    if timeout <= 0:
-        raise ValueError(f"spark.statekit.lease_timeout={settings['lease_timeout']!r}: expected a duration > 0")
-    return timeout
-
-
-def check_duration_settings(conf: Mapping[str, str]) -> None:
-    """The durations among Spark conf ``conf`` (``spark.statekit.max_ahead``, ``host_idle_timeout``,
-    ``lease_timeout``), refused as ``run_keyed`` refuses them: for a check before Spark starts."""
-    settings = {k[len(SPARK_PREFIX):]: v for k, v in conf.items() if k.startswith(SPARK_PREFIX)}
-    if "max_ahead" in settings:
-        ahead_limit_ms(settings["max_ahead"], "spark.statekit.max_ahead")
-    host_idle_timeout_ms(settings)
-    lease_timeout_ms(settings)
 
 
 def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -> CheckpointLease:
