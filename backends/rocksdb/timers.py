@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 from rocksdict import WriteBatch
 
 from statekit import Timer, TimerQueue, decode_timer
-from statekit.timers import decode_timers, due_bound
+from statekit.timers import decode_timers, due_bound, sort_key_timestamp
 
 from .db import Closed
 from .keys import scan_from
@@ -199,6 +199,24 @@ class RocksDBTimerQueue(TimerQueue):
         self._keys, self._lo = [], 0
         self._size -= len(due)
         return due_keys, due
+
+    def timestamp_at(self, n: int) -> int | None:
+        """Counted through the cache's live timers, then through RocksDB's keys past its bound (not decoded)."""
+        keys, lo = self._keys, self._lo
+        if n < len(keys) - lo:
+            return sort_key_timestamp(keys[lo + n])
+        if self._bound is None:
+            return None
+        n -= len(keys) - lo
+        it = self._db.iter()
+        it.seek(self._bound)
+        if it.valid() and it.key() == self._bound:
+            it.next()
+        for _ in range(n):
+            if not it.valid():
+                return None
+            it.next()
+        return sort_key_timestamp(it.key()) if it.valid() else None
 
     def __len__(self) -> int:
         return self._size

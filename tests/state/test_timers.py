@@ -350,6 +350,39 @@ def test_timers_taken_due_in_bulk_behind_a_small_cache(backend_name, make_backen
     backend.close()
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cache=st.integers(1, 4), rounds=st.lists(st.tuples(
+    st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 7, 8, 9])), max_size=14),
+    st.integers(-1, 40), st.integers(0, 6)), min_size=1, max_size=5))
+def test_event_time_steps_bound_the_due_timers(backend_name, make_backend, cache, rounds):
+    """A watermark's way cut into steps of at most ``limit`` due timers (behind a small cache, after earlier
+    takes): RocksDB steps just before the first timer past the limit (at it when every earlier one shares its
+    time), the whole way when few are due; the heap, holding every timer in memory, takes the whole way."""
+    backend = make_backend(**small_cache(backend_name, cache))
+    svc = backend.timer_service("t", None)
+    model: set[tuple] = set()
+    wm = -1
+    for adds, take, limit in rounds:
+        for ts, key in adds:
+            backend.set_current_key(key)
+            svc.register_event_time_timer("ns", ts)
+            model.add((ts, key, "ns"))
+        times = sorted(t for t, _, _ in model)
+        for target in (wm + 1, 30, 61):
+            target = max(target, wm + 1)
+            step = svc.event_time_step(target, limit)
+            if backend_name == "heap" or len(times) <= limit or times[limit] > target:
+                assert step == target
+            else:
+                assert step == (times[limit] - 1 if times[0] < times[limit] else times[limit]), (times, limit)
+                assert len([t for t in times if t <= step]) <= limit or times[0] == times[limit], (times, step)
+        wm = max(wm, take)
+        due = sorted((t for t in model if t[0] <= wm), key=lambda t: firing_key(*t))
+        assert [tuple(t) for t in svc.take_due_event_time(wm)] == due
+        model -= set(due)
+    backend.close()
+
+
 @settings(max_examples=100, deadline=None)
 @given(timers=st.lists(st.tuples(st.integers(MIN_TIMESTAMP, (1 << 63) - 1), st.integers(0, 127),
                                  st.one_of(st.text(max_size=5), st.integers(-(1 << 63), (1 << 64) - 1), st.binary(max_size=4),
