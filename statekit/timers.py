@@ -128,10 +128,11 @@ class TimerQueue(ABC):
     def poll_until_keyed(self, timestamp: int) -> tuple[list[bytes], list[Timer]]:
         """``poll_until``, with each due timer's sort key (same order)."""
 
-    def timestamp_at(self, n: int) -> int | None:
-        """The timestamp of the timer ``n`` places after the earliest in firing order; None when there are
-        not that many, or when the queue cannot tell without ordering everything it holds (this default:
-        a queue holding every timer in memory, whose due timers are taken all at once)."""
+    def timestamp_at(self, n: int, until: int) -> int | None:
+        """The timestamp of the timer ``n`` places after the earliest in firing order when it is due at
+        ``until`` (<=); None when it is not, when there are not that many timers, or when the queue cannot
+        tell without ordering everything it holds (this default: a queue holding every timer in memory,
+        whose due timers are taken all at once)."""
         return None
 
     @abstractmethod
@@ -223,8 +224,8 @@ class InternalTimerService:
         tell, ``TimerQueue.timestamp_at``), else just before the timestamp of the first timer past
         ``limit``, or at it when every earlier timer shares its timestamp."""
         queue = self._event
-        t = queue.timestamp_at(limit)
-        if t is None or t > watermark:
+        t = queue.timestamp_at(limit, watermark)
+        if t is None:
             return watermark
         return t - 1 if queue.peek().timestamp < t else t
 

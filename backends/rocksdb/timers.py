@@ -200,11 +200,14 @@ class RocksDBTimerQueue(TimerQueue):
         self._size -= len(due)
         return due_keys, due
 
-    def timestamp_at(self, n: int) -> int | None:
-        """Counted through the cache's live timers, then through RocksDB's keys past its bound (not decoded)."""
+    def timestamp_at(self, n: int, until: int) -> int | None:
+        """Counted through the cache's live timers, then through RocksDB's keys past its bound (not decoded),
+        no further than the due ones."""
         keys, lo = self._keys, self._lo
+        bound = due_bound(until)
         if n < len(keys) - lo:
-            return sort_key_timestamp(keys[lo + n])
+            key = keys[lo + n]
+            return sort_key_timestamp(key) if bound is None or key < bound else None
         if self._bound is None:
             return None
         n -= len(keys) - lo
@@ -213,10 +216,10 @@ class RocksDBTimerQueue(TimerQueue):
         if it.valid() and it.key() == self._bound:
             it.next()
         for _ in range(n):
-            if not it.valid():
+            if not it.valid() or bound is not None and it.key() >= bound:
                 return None
             it.next()
-        return sort_key_timestamp(it.key()) if it.valid() else None
+        return sort_key_timestamp(it.key()) if it.valid() and (bound is None or it.key() < bound) else None
 
     def __len__(self) -> int:
         return self._size
