@@ -22,7 +22,7 @@ from statekit import MAX_TIMESTAMP, StateConfig, create_backend
 from statekit.checkpoint.store import CheckpointStore
 from statekit.jobs.sessionize import SessionOperatorFactory
 from statekit.operators import Columns, Output
-from statekit.spark.runtime.memory import release_free_memory
+from statekit.spark.runtime import release_free_memory
 
 from .common import MIB, own_peak_rss, progress, rate, run_isolated
 from .report import BenchReport
