@@ -25,6 +25,10 @@ from .keys import scan_from
 _END = b"\xff" * 16
 """Greater than every timer sort key (their first byte pair is at most 0xff 0xff and the key group <= 0x7fff)."""
 _COMPACT_AT = 1024
+_SIZE_KEY = b""
+"""Where a snapshot's copy of the column family holds the queue's timer count (before every sort key): written
+just before RocksDB's checkpoint and deleted from the live database right after it, so only the checkpoint
+keeps it, and a queue opened on that checkpoint takes it (deleting it) instead of counting every timer."""
 
 
 class RocksDBTimerQueue(TimerQueue):
@@ -39,7 +43,12 @@ class RocksDBTimerQueue(TimerQueue):
         self._keys: list[bytes] = []      # sorted cached sort keys; the live ones are _keys[_lo:]
         self._lo = 0
         self._timers: dict[bytes, Timer] = {}
-        self._size = sum(1 for _ in scan_from(db, None))
+        size = db.get(_SIZE_KEY)
+        if size is None:
+            self._size = sum(1 for _ in scan_from(db, None))
+        else:
+            db.delete(_SIZE_KEY)
+            self._size = int.from_bytes(size, "big")
         self._bound: bytes | None = b"" if self._size else None
 
     # -- cache bookkeeping ---------------------------------------------------------------------
@@ -236,6 +245,15 @@ class RocksDBTimerQueue(TimerQueue):
         self._timers = {}
         self._bound = None
         self._size = 0
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def record_size(self) -> None:
+        """Write the timer count for a checkpoint about to be taken (no timer may change until ``forget_size``)."""
+        self._db.put(_SIZE_KEY, self._size.to_bytes(8, "big"))
+
+    def forget_size(self) -> None:
+        """Delete the count ``record_size`` wrote, once the checkpoint holds it."""
+        self._db.delete(_SIZE_KEY)
 
     # -- state introspection (tests, bench) ---------------------------------------------------
     def cached(self) -> int:
