@@ -5,6 +5,7 @@ PARTS = {
     "timers": "statekit.bench.timers",
     "windows": "statekit.bench.windows",
     "snapshots": "statekit.bench.snapshots",
+    "memory": "statekit.bench.memory",
     "spark": "statekit.bench.spark",
 }
 """Part name -> module with ``run(quick) -> BenchReport``, in the order ``all`` runs them."""

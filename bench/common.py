@@ -108,7 +108,7 @@ class TreeSampler(threading.Thread):
         return self.peak
 
 
-def _own_peak_rss() -> int:
+def own_peak_rss() -> int:
     """This process's peak RSS (``VmHWM``: the high-water mark of its address space, which, unlike
     ``getrusage``'s maximum, does not carry over the parent's memory across fork and exec)."""
     with open("/proc/self/status") as f:
@@ -131,7 +131,7 @@ def _isolated_child(conn: Any, fn: Callable, args: tuple, kwargs: dict) -> None:
     _adopt_orphans()
     try:
         result = fn(*args, **kwargs)
-        conn.send(("ok", result, _own_peak_rss()))
+        conn.send(("ok", result, own_peak_rss()))
     except BaseException as e:  # report any failure to the parent instead of hanging it
         conn.send(("error", f"{type(e).__name__}: {e}", 0))
     finally:

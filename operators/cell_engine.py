@@ -39,6 +39,11 @@ class CellEngine(WindowEngine):
 
     BOUNDS: ClassVar[int]
     """Words of bounds per window in a cell."""
+    KEYS_AT_ONCE: ClassVar[int] = 1 << 16
+    """Keys read, merged or fired, written back and timed together: an epoch's records are taken in that
+    many keys at a time (in order of first appearance), a watermark's fires that many due keys at a time
+    (in timer order). What bounds the working set (decoded cells, resolved keys, timers, pending writes)
+    whatever the epoch's size or the number of due keys; results do not depend on it."""
 
     def __init__(self, lateness: int, backend: KeyedStateBackend, state: ValueState, timers: InternalTimerService,
                  sink: WindowSink, add: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any],
@@ -121,12 +126,31 @@ class CellEngine(WindowEngine):
         if problems:  # coded row by row and named in side outputs: the keys as Python values, once
             keys = python_values(keys)
         codes, distinct = key_codes(keys, good, problems)
-        resolved, refused = self._backend.resolve_keys(distinct)
-        if problems or refused:  # unhashable keys found by key_codes, refused keys: named in side outputs
-            keys = python_values(keys)  # (a no-op once converted, and for a list)
+        if problems:  # unhashable keys found by key_codes: named in side outputs (a no-op once converted)
+            keys = python_values(keys)
         self._refuse_rows(keys, timestamps, value_of, problems)
         wm = self._timers.current_watermark()
         rows = np.flatnonzero(good)
+        n, step = len(distinct), self.KEYS_AT_ONCE
+        if n <= step:
+            self._process_keys(keys, ts, value_of, fold, fold_packed, codes, distinct, rows, wm)
+            return
+        by_key = rows[np.argsort(codes[rows], kind="stable")]
+        cuts = np.searchsorted(codes[by_key], np.arange(0, n + step, step)).tolist()
+        local = np.empty_like(codes)  # a part's codes from 0, set at its own rows only
+        for part, lo in enumerate(range(0, n, step)):
+            part_rows = np.sort(by_key[cuts[part]:cuts[part + 1]])
+            local[part_rows] = codes[part_rows] - lo
+            keys = self._process_keys(keys, ts, value_of, fold, fold_packed, local, distinct[lo:lo + step], part_rows, wm)
+
+    def _process_keys(self, keys: Sequence[Any], ts: np.ndarray, value_of: Callable[[int], Any], fold: Fold | None,
+                      fold_packed: PackedFold | None, codes: np.ndarray, distinct: list, rows: np.ndarray,
+                      wm: int) -> Sequence[Any]:
+        """The valid ``rows`` of the keys ``distinct`` (their codes in ``codes``, from 0), read, taken in and
+        written back together; returns ``keys``, as Python values when a key was refused."""
+        resolved, refused = self._backend.resolve_keys(distinct)
+        if refused:  # refused keys: named in side outputs (a no-op once converted, and for a list)
+            keys = python_values(keys)
         c, t = codes[rows], ts[rows]
         slow = self._slow_keys(len(distinct), c, t, refused, wm)
         touched = [i for i in range(len(distinct)) if i not in refused] if refused else range(len(distinct))
@@ -155,6 +179,7 @@ class CellEngine(WindowEngine):
         if len(fast_rows):
             packed = self._runs(codes, ts, fast_rows, cells, value_of, fold, fold_packed, old_timers, new_cells, wm)
         self._store(resolved, list(new_cells), list(new_cells.values()), old_timers, wm, packed)
+        return keys
 
     def _bounds(self, windows: list) -> np.ndarray:
         """The bounds of windows in the list form, as rows of an int64 array (shape (n, BOUNDS))."""
@@ -193,6 +218,16 @@ class CellEngine(WindowEngine):
                                                     fresh=True)  # the key's only timer, unlike the one it replaces
 
     def _advance(self, watermark: int) -> None:
+        """Through watermarks at which at most ``KEYS_AT_ONCE`` keys are due (``event_time_step``), each
+        step's keys read, fired and written back together: the same fires in the same order as one step."""
+        while True:
+            step = self._timers.event_time_step(watermark, self.KEYS_AT_ONCE)
+            self._advance_step(step)
+            if step == watermark:
+                return
+
+    def _advance_step(self, watermark: int) -> None:
+        """Fire and clean every window due at ``watermark``, in timer order."""
         previous = self._timers.current_watermark()
         due, resolved = self._timers.take_due_event_time_scoped(watermark)
         if not due:

@@ -54,6 +54,11 @@ def due_bound(timestamp: int) -> bytes | None:
     return None if timestamp >= MAX_TIMESTAMP else (timestamp + 1 + _TS_BIAS).to_bytes(8, "big")
 
 
+def sort_key_timestamp(sort_key: bytes) -> int:
+    """The timestamp of a ``timer_sort_key``."""
+    return int.from_bytes(sort_key[:8], "big") - _TS_BIAS
+
+
 def decode_timers(sort_keys: Sequence[bytes]) -> list[Timer]:
     """The timers of many ``timer_sort_key``s: timestamps read with numpy, keys and namespaces
     unpacked as one msgpack stream (not a decoder per timer)."""
@@ -122,6 +127,13 @@ class TimerQueue(ABC):
     @abstractmethod
     def poll_until_keyed(self, timestamp: int) -> tuple[list[bytes], list[Timer]]:
         """``poll_until``, with each due timer's sort key (same order)."""
+
+    def timestamp_at(self, n: int, until: int) -> int | None:
+        """The timestamp of the timer ``n`` places after the earliest in firing order when it is due at
+        ``until`` (<=); None when it is not, when there are not that many timers, or when the queue cannot
+        tell without ordering everything it holds (this default: a queue holding every timer in memory,
+        whose due timers are taken all at once)."""
+        return None
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -204,6 +216,18 @@ class InternalTimerService:
         order instead of firing them: for an operator that handles an epoch's timers in bulk."""
         self._watermark = watermark
         return self._event.poll_until(watermark)
+
+    def event_time_step(self, watermark: int, limit: int) -> int:
+        """A watermark on the way to ``watermark`` at which at most ``limit`` event-time timers are due, so
+        that an operator can take a long way's timers in bounded batches (advancing through it step by step
+        fires in the same order): ``watermark`` itself when at most ``limit`` are due (or the queue cannot
+        tell, ``TimerQueue.timestamp_at``), else just before the timestamp of the first timer past
+        ``limit``, or at it when every earlier timer shares its timestamp."""
+        queue = self._event
+        t = queue.timestamp_at(limit, watermark)
+        if t is None:
+            return watermark
+        return t - 1 if queue.peek().timestamp < t else t
 
     def take_due_event_time_scoped(self, watermark: int) -> tuple[list[Timer], list[ResolvedKey]]:
         """``take_due_event_time``, with each timer's key resolved as ``KeyedStateBackend.resolve_keys``

@@ -73,6 +73,9 @@ class RocksDBSnapshots(IncrementalSnapshots):
         """Checkpoint the DB and upload what the base snapshot does not have."""
         self.flush()
         store = self._store
+        queues = [queue for svc in self._timer_services.values() for _, queue in svc.queues()]
+        for queue in queues:  # the checkpoint carries each queue's count: a restore does not count its timers
+            queue.record_size()
         for cf, _ in store._families.values():
             cf.flush()
         store.db.flush()
@@ -97,6 +100,8 @@ class RocksDBSnapshots(IncrementalSnapshots):
                 else:
                     writer.upload_shared(path, name, "sst")
         finally:
+            for queue in queues:
+                queue.forget_size()
             shutil.rmtree(scratch, ignore_errors=True)
         self._ckpt_sequence = _sequence(self)
         estimates = {name: st._db.property_int_value("rocksdb.estimate-num-keys") or 0

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 from rocksdict import WriteBatch
 
 from statekit import Timer, TimerQueue, decode_timer
-from statekit.timers import decode_timers, due_bound
+from statekit.timers import decode_timers, due_bound, sort_key_timestamp
 
 from .db import Closed
 from .keys import scan_from
@@ -25,6 +25,10 @@ from .keys import scan_from
 _END = b"\xff" * 16
 """Greater than every timer sort key (their first byte pair is at most 0xff 0xff and the key group <= 0x7fff)."""
 _COMPACT_AT = 1024
+_SIZE_KEY = b""
+"""Where a snapshot's copy of the column family holds the queue's timer count (before every sort key): written
+just before RocksDB's checkpoint and deleted from the live database right after it, so only the checkpoint
+keeps it, and a queue opened on that checkpoint takes it (deleting it) instead of counting every timer."""
 
 
 class RocksDBTimerQueue(TimerQueue):
@@ -39,7 +43,12 @@ class RocksDBTimerQueue(TimerQueue):
         self._keys: list[bytes] = []      # sorted cached sort keys; the live ones are _keys[_lo:]
         self._lo = 0
         self._timers: dict[bytes, Timer] = {}
-        self._size = sum(1 for _ in scan_from(db, None))
+        size = db.get(_SIZE_KEY)
+        if size is None:
+            self._size = sum(1 for _ in scan_from(db, None))
+        else:
+            db.delete(_SIZE_KEY)
+            self._size = int.from_bytes(size, "big")
         self._bound: bytes | None = b"" if self._size else None
 
     # -- cache bookkeeping ---------------------------------------------------------------------
@@ -200,6 +209,27 @@ class RocksDBTimerQueue(TimerQueue):
         self._size -= len(due)
         return due_keys, due
 
+    def timestamp_at(self, n: int, until: int) -> int | None:
+        """Counted through the cache's live timers, then through RocksDB's keys past its bound (not decoded),
+        no further than the due ones."""
+        keys, lo = self._keys, self._lo
+        bound = due_bound(until)
+        if n < len(keys) - lo:
+            key = keys[lo + n]
+            return sort_key_timestamp(key) if bound is None or key < bound else None
+        if self._bound is None:
+            return None
+        n -= len(keys) - lo
+        it = self._db.iter()
+        it.seek(self._bound)
+        if it.valid() and it.key() == self._bound:
+            it.next()
+        for _ in range(n):
+            if not it.valid() or bound is not None and it.key() >= bound:
+                return None
+            it.next()
+        return sort_key_timestamp(it.key()) if it.valid() and (bound is None or it.key() < bound) else None
+
     def __len__(self) -> int:
         return self._size
 
@@ -215,6 +245,15 @@ class RocksDBTimerQueue(TimerQueue):
         self._timers = {}
         self._bound = None
         self._size = 0
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def record_size(self) -> None:
+        """Write the timer count for a checkpoint about to be taken (no timer may change until ``forget_size``)."""
+        self._db.put(_SIZE_KEY, self._size.to_bytes(8, "big"))
+
+    def forget_size(self) -> None:
+        """Delete the count ``record_size`` wrote, once the checkpoint holds it."""
+        self._db.delete(_SIZE_KEY)
 
     # -- state introspection (tests, bench) ---------------------------------------------------
     def cached(self) -> int:

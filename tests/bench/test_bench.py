@@ -37,6 +37,9 @@ EXPECTED = {
                   "restore time, full (10,000 keys)",
                   *(f"{b} {what} @{pct} changed (10,000 keys), mean" for b in ("heap", "rocksdb")
                     for pct in ("1%", "10%", "100%") for what in ("snapshot bytes", "snapshot time"))],
+    "memory": [f"{fig}, {layout} layout, {n} open sessions" for n in ("20,000", "60,000") for layout in ("table", "cells")
+               for fig in ("peak RSS through the epochs", "RSS after the last epoch",
+                           "peak RSS with the final watermark", "epochs")],
     "spark": [f"{fig} vs {base} {tag}" for tag in SPARK_TAGS
               for base in ("spark session_window", "transformWithStateInPandas")
               for fig in ("events/s", "sessions", "peak RSS driver JVM", "peak RSS Python workers",

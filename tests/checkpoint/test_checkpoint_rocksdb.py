@@ -38,6 +38,44 @@ def test_unchanged_sst_files_are_referenced_not_uploaded(tmp_path):
     b.close()
 
 
+def test_a_restore_takes_the_timer_count_from_the_snapshot(tmp_path, monkeypatch):
+    """A snapshot carries each timer queue's count, so a restore does not scan every timer to count them; the
+    count is exact after fires and new timers, the live database keeps no copy of it, and a queue reopened on
+    a local directory (no snapshot) still counts its timers."""
+    store = CheckpointStore(str(tmp_path / "ckpt"), retain=5)
+    local = tmp_path / "db"
+    local.mkdir()  # kept after close: reopened below without a snapshot
+    b = create_backend(StateConfig(backend="rocksdb", max_parallelism=MAX_PAR, local_dir=str(local),
+                                   options={"rocksdb.timer_cache_size": 2}), ALL)
+    svc = b.timer_service("t", None)
+    for i in range(50):
+        b.set_current_key(f"k{i}")
+        svc.register_event_time_timer(None, 100 + i)
+    svc.take_due_event_time(119)  # 20 fired: 30 left
+    store.commit("op", 0, b)
+    b.set_current_key("late")
+    svc.register_event_time_timer(None, 500)
+    store.commit("op", 1, b)
+    timers = list(svc.event_time_timers())
+    assert len(timers) == 31 and b.num_entries() == 31
+    b.close()
+
+    from statekit.backends.rocksdb import timers as rocksdb_timers
+    scans = []
+    real_scan = rocksdb_timers.scan_from
+    monkeypatch.setattr(rocksdb_timers, "scan_from", lambda *a: scans.append(a) or real_scan(*a))
+    for epoch, count in ((0, 30), (1, 31)):
+        r = store.restore("op", StateConfig(backend="rocksdb", max_parallelism=MAX_PAR), ALL, epoch=epoch)
+        restored = r.backend.timer_service("t", None)
+        assert not scans and restored.num_event_time_timers() == count
+        assert list(restored.event_time_timers()) == timers[:count]  # every timer, and nothing else
+        scans.clear()
+        r.backend.close()
+    reopened = create_backend(cfg(local), ALL)
+    assert reopened.timer_service("t", None).num_event_time_timers() == 31 and scans  # counted: no snapshot here
+    reopened.close()
+
+
 def test_restore_replaces_a_stale_local_copy(tmp_path):
     store = CheckpointStore(str(tmp_path / "ckpt"))
     local = tmp_path / "db"

@@ -23,6 +23,7 @@ from statekit.operators import EventTimeSessionWindows, WindowOperator, session_
 from statekit.operators.columns import by_code, factorize, first_at_or_after, present_codes, session_runs
 from statekit.operators.columnar_window import ColumnarWindowOperator
 from statekit.operators.record_window import RecordWindowOperator
+from statekit.operators.cell_engine import CellEngine
 from statekit.operators.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from statekit.jobs.sessionize import SessionRows
@@ -193,6 +194,49 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
     check()
     if function in PACKED:  # the vectorized paths ran (not only their per-key fallbacks)
         assert min(calls.values()) > 0 and packed_cells > 0, (calls, packed_cells)
+    engine.close()
+    reference.close()
+
+
+@pytest.mark.parametrize("function", ["packed", "window-function"])
+def test_engine_takes_keys_in_bounded_batches(backend_name, tmp_path, monkeypatch, function):
+    """With ``KEYS_AT_ONCE`` small, an epoch's keys are read and written a few at a time (in order of first
+    appearance), and on RocksDB a watermark's due keys too (in steps of the watermark): the same results,
+    late records and metrics as the record path, whatever the batches (hypothesis epochs, ties in time
+    included), and no batch of more keys than the bound where the due keys' times differ."""
+    monkeypatch.setattr(CellEngine, "KEYS_AT_ONCE", 2, raising=False)
+    engine = harness(operator(function, 7, False), backend_name, tmp_path, "engine")
+    reference = harness(operator(function, 7, True), backend_name, tmp_path, "reference")
+    reads, due = [], []
+    state, timers = engine.operator._engine._state, engine.operator._engine._timers
+    real_read, real_take = type(state).get_internal_many, type(timers).take_due_event_time_scoped
+    monkeypatch.setattr(type(state), "get_internal_many", lambda self, keys: reads.append(len(keys)) or real_read(self, keys))
+    monkeypatch.setattr(type(timers), "take_due_event_time_scoped",
+                        lambda self, wm: (lambda got: due.append(len(got[0])) or got)(real_take(self, wm)))
+    # one epoch of 9 keys with sessions ending at distinct times, some out of time order, one late
+    wm = fresh_stretch(engine, reference)
+    recs = [((0, k), value_of(function, (0, k), 0, (k, k, 0.5)), wm + 3 * k + dt) for k in range(9) for dt in (2, 0)]
+    recs.append(((0, 99), value_of(function, (0, 99), 0, (1, 1, 0.5)), wm - 30))
+    reference.process_batch(recs)
+    engine.process_columns(*columns_of(recs))
+    assert reads == [2, 2, 2, 2, 2], reads  # 10 keys, 2 at a time
+    reads.clear(), due.clear()
+    for h in (engine, reference):
+        h.process_watermark(wm + 100)
+    fired = reference.output()
+    assert repr(engine.output()) == repr(fired) and len(fired) == 9
+    assert repr(engine.side_output("late")) == repr(reference.side_output("late"))
+    # the heap takes every due key at once; RocksDB's steps take a key's fire and its cleanup (lateness 7) apart
+    assert due == [9] if backend_name == "heap" else max(due) <= 2 and sum(due) == 18, due
+    examples = itertools.count(1)
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(epochs=EPOCHS)
+    @example(epochs=BRIDGING)
+    def check(epochs):
+        run_epochs(engine, reference, function, next(examples), epochs, True)
+
+    check()
     engine.close()
     reference.close()
 

@@ -319,6 +319,18 @@ def test_restore_keeps_only_own_key_groups(backend_name, make_backend):
     assert sorted(got) == sorted(k for k in keys if key_group_for(k, MAX_PAR) < 64)
 
 
+def check_step(svc, backend_name: str, times: list[int], target: int, limit: int) -> None:
+    """``event_time_step(target, limit)`` with timers at ``times`` (sorted): RocksDB steps just before the first
+    timer past the limit (at it when every earlier one shares its time), the whole way when few are due; the
+    heap, holding every timer in memory, takes the whole way."""
+    step = svc.event_time_step(target, limit)
+    if backend_name == "heap" or len(times) <= limit or times[limit] > target:
+        assert step == target
+    else:
+        assert step == (times[limit] - 1 if times[0] < times[limit] else times[limit]), (times, limit)
+        assert len([t for t in times if t <= step]) <= limit or times[0] == times[limit], (times, step)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cache=st.integers(1, 4), rounds=st.lists(st.tuples(
     st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 7])), max_size=12),
@@ -327,7 +339,8 @@ def test_restore_keeps_only_own_key_groups(backend_name, make_backend):
 def test_timers_taken_due_in_bulk_behind_a_small_cache(backend_name, make_backend, cache, rounds):
     """Rounds of registrations and deletions (below, inside and past the cached head), then every
     timer due at a rising watermark taken in one call (RocksDB: the cache's head and a scan past it, each
-    removed with a range delete): the documented firing order, none twice, and exactly the rest left."""
+    removed with a range delete): the documented firing order, none twice, and exactly the rest left. Before
+    each take, the watermark's way cut into steps of at most a few due timers (``event_time_step``)."""
     backend = make_backend(**small_cache(backend_name, cache))
     svc = backend.timer_service("t", None)
     model: set[tuple] = set()
@@ -341,6 +354,8 @@ def test_timers_taken_due_in_bulk_behind_a_small_cache(backend_name, make_backen
             backend.set_current_key(key)
             svc.delete_event_time_timer("ns", ts)
             model.discard((ts, key, "ns"))
+        for limit in (0, 1, 3):
+            check_step(svc, backend_name, sorted(t for t, _, _ in model), max(step, wm + 1), limit)
         wm = max(wm, step)
         due = sorted((t for t in model if t[0] <= wm), key=lambda t: firing_key(*t))
         assert [tuple(t) for t in svc.take_due_event_time(wm)] == due
