@@ -113,19 +113,19 @@ def _size(n: int | None) -> str:
 
 
 def watermark_text(value: Any) -> Any:
-    """A watermark as shown: ``none`` for the unset ones (the minimum before any event time, the maximum after a
-    final epoch), else the value."""
+    """A watermark or another time as shown: ``none`` for the unset ones (the minimum timestamp before any time,
+    the maximum after a final epoch), else the value."""
     return "none" if value in (MIN_TIMESTAMP, MAX_TIMESTAMP) else value
 
 
 def _shown(value: Any) -> Any:
-    """``value`` (a JSON document) with every watermark in it as ``watermark_text`` shows it."""
+    """``value`` (a JSON document) with every unset time in it (a watermark, an operator's processing time: the
+    minimum or maximum timestamp, which nothing else reaches) as ``watermark_text`` shows it."""
     if isinstance(value, dict):
-        return {k: watermark_text(v) if "watermark" in k and isinstance(v, int) else _shown(v)
-                for k, v in value.items()}
+        return {k: _shown(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_shown(v) for v in value]
-    return value
+    return watermark_text(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def format_report(info: CheckpointInfo) -> str:
