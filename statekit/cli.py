@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import DEFAULT_JOB_BACKEND
 from .errors import StateError
+from .help_format import HelpFormatter
 from .jobs.aggregates import agg_help
 from .registry import available_backends
 
@@ -22,18 +23,6 @@ SESSIONIZE_EXITS = (f"exit status: 0 done; 2 a mistake in the flags, the input o
                     f"Spark starts); "
                     f"{EXIT_INVALID} every record of the run was invalid, or more than --max-invalid-fraction of "
                     f"them (the epochs committed stay committed); 130 stopped by Ctrl-C")
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` with each option's default, unless there is none to show (None, an off flag, an empty list) or
-    its help says it already."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False or action.default == [] \
-                or "default" in (action.help or ""):
-            return action.help
-        return super()._get_help_string(action)
-
 
 TOP_REASONS = 3
 """How many kinds of invalid records the closing line of ``statekit sessionize`` names."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ..help_format import HelpFormatter
 from ..serialization import unknown_types
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .errors import CheckpointError, NoCheckpointError
@@ -207,7 +208,7 @@ def main_inspect(argv: list[str] | None = None) -> int:
     """``statekit inspect CHECKPOINT [--json]``: print the report; exit code 1 on a checkpoint error."""
     ap = argparse.ArgumentParser(prog="statekit inspect", description="Describe the snapshots at a checkpoint location "
                                  f"(a signed one with its key in the environment variable {KEY_ENV}).",
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                 formatter_class=HelpFormatter)
     ap.add_argument("checkpoint", help="checkpoint path or URI")
     ap.add_argument("--json", action="store_true", help="print the structured report as JSON (watermarks as numbers)")
     args = ap.parse_args(argv)
