@@ -100,10 +100,9 @@ def run_sessionize(args: Any) -> int:
 
     from .jobs import sessionize
     from .jobs.preflight import preflight_sessionize
-    from .spark import spark_session
     from .spark.interrupts import CtrlC
     from .spark.event_time import TimeSpec
-    from .spark.session import remote_url, starts_jvm
+    from .spark.session import command_session, remote_url, starts_jvm
     from .spark.session_kind import job_canceller
 
     if not 0 <= args.max_invalid_fraction <= 1:
@@ -117,8 +116,8 @@ def run_sessionize(args: Any) -> int:
                          spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"),
                          conf=conf, time_spec=TimeSpec(args.time_unit or "ms", args.time_format, args.time_zone),
                          unit_given=args.time_unit is not None)
-    spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
-    with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
+    with command_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url) as spark, \
+            CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
             bar.update(1)
             bar.set_postfix(epoch=m["epoch"], records=m["records_in"], sessions=m["results"], late=m["late"],

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from .java import find_java
 from .runtime import is_connect
@@ -79,3 +80,21 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     if not is_connect(spark):  # a Connect session's log is its server's
         spark.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     return spark
+
+
+@contextmanager
+def command_session(master: str | None = None, conf: Mapping[str, Any] | None = None, app_name: str = "statekit",
+                    quiet: bool = True, remote: str | None = None) -> Iterator[Any]:
+    """``spark_session`` for one command (``statekit sessionize``, ``statekit demo``), stopped when it ends if this
+    call started it: a JVM left to its shutdown hooks as the process exits kills its executors while a standalone
+    or local-cluster master's workers still relaunch them (ERROR lines and stack traces after the summary). A
+    session running already (a notebook's, a test's) is left running."""
+    from pyspark.sql import SparkSession
+
+    running = SparkSession.getActiveSession()
+    spark = spark_session(master, conf, app_name=app_name, quiet=quiet, remote=remote)
+    try:
+        yield spark
+    finally:
+        if running is None:
+            spark.stop()
