@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from statekit.help_format import HelpFormatter
 from statekit.jobs import DEFAULT_STATE_LAYOUT
 
 from . import PARTS
@@ -83,7 +84,7 @@ def _variants(text: str) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="statekit bench", description="Backend benchmarks: tables, JSON and plots "
                                  "(the parts need the bench extra: pip install 'statekit[bench]').",
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                 formatter_class=HelpFormatter)
     ap.add_argument("parts", nargs="*", default=["all"], help=f"parts to run: {', '.join(PARTS)} or all")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run (all: a few minutes, most of it Spark starting a JVM per run)")
     ap.add_argument("--out", default="bench-out", help="directory for <part>.json/.md/.png")
@@ -91,8 +92,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; every "
                          "variant but tws and floor (spark-medium.*, spark-large.*)")
     ap.add_argument("--state-layout", choices=["table", "cells"], default=DEFAULT_STATE_LAYOUT,
-                    help="spark only: statekit's state layout (sessionize --state-layout; another than the "
-                         "default writes spark-*-<layout>.*)")
+                    help="spark only: statekit's state layout (sessionize --state-layout; the other one writes "
+                         "spark-*-<layout>.*)")
     ap.add_argument("--remote", default=None, metavar="URL",
                     help="spark only: the same runs on Spark Connect sessions: sc://host:port (a running server, "
                          "whose Python workers have statekit) or local[2] (a server started per run); writes "

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import DEFAULT_JOB_BACKEND
 from .errors import StateError
+from .help_format import HelpFormatter
 from .jobs.aggregates import agg_help
 from .registry import available_backends
 
@@ -22,18 +23,6 @@ SESSIONIZE_EXITS = (f"exit status: 0 done; 2 a mistake in the flags, the input o
                     f"Spark starts); "
                     f"{EXIT_INVALID} every record of the run was invalid, or more than --max-invalid-fraction of "
                     f"them (the epochs committed stay committed); 130 stopped by Ctrl-C")
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` with each option's default, unless there is none to show (None, an off flag, an empty list) or
-    its help says it already."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False or action.default == [] \
-                or "default" in (action.help or ""):
-            return action.help
-        return super()._get_help_string(action)
-
 
 TOP_REASONS = 3
 """How many kinds of invalid records the closing line of ``statekit sessionize`` names."""
@@ -111,10 +100,9 @@ def run_sessionize(args: Any) -> int:
 
     from .jobs import sessionize
     from .jobs.preflight import preflight_sessionize
-    from .spark import spark_session
     from .spark.interrupts import CtrlC
     from .spark.event_time import TimeSpec
-    from .spark.session import remote_url, starts_jvm
+    from .spark.session import command_session, remote_url, starts_jvm
     from .spark.session_kind import job_canceller
 
     if not 0 <= args.max_invalid_fraction <= 1:
@@ -128,8 +116,8 @@ def run_sessionize(args: Any) -> int:
                          spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"),
                          conf=conf, time_spec=TimeSpec(args.time_unit or "ms", args.time_format, args.time_zone),
                          unit_given=args.time_unit is not None)
-    spark = spark_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url)
-    with CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
+    with command_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url) as spark, \
+            CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
             bar.update(1)
             bar.set_postfix(epoch=m["epoch"], records=m["records_in"], sessions=m["results"], late=m["late"],

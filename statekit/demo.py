@@ -20,20 +20,20 @@ def run_demo(events: int = 200_000, keys: int = 2_000, files: int = 10, backend:
 
     from .durations import to_millis
     from .jobs import sessionize, write_clickstream
-    from .spark import spark_session
+    from .spark.session import command_session
 
     root = Path(directory or tempfile.mkdtemp(prefix="statekit-demo-"))
     clicks = generate_clickstream(events, keys, max_disorder_ms=to_millis(delay) // 2)
     write_clickstream(clicks, root / "input", files=files)
     print(f"statekit demo: {events:,} clicks of {keys:,} users in {files} csv files, session gap {gap}, "
           f"watermark delay {delay}, {backend} state")
-    spark = spark_session(master, app_name="statekit demo", quiet=quiet)
-    with tqdm(total=files + 1, desc="epochs", unit="epoch") as bar:
-        summary = sessionize(spark, input=str(root / "input"), output=str(root / "output"), key="user_id",
-                             time="ts_ms", gap=gap, watermark_delay=delay, aggs=["sum:value", "count"],
-                             backend=backend, final=True, progress=lambda m: bar.update(1))
-    rows = (spark.read.parquet(summary.output)
-            .select("user_id", "window_start", "window_end", "sum_value", "count").collect())
+    with command_session(master, app_name="statekit demo", quiet=quiet) as spark:
+        with tqdm(total=files + 1, desc="epochs", unit="epoch") as bar:
+            summary = sessionize(spark, input=str(root / "input"), output=str(root / "output"), key="user_id",
+                                 time="ts_ms", gap=gap, watermark_delay=delay, aggs=["sum:value", "count"],
+                                 backend=backend, final=True, progress=lambda m: bar.update(1))
+        rows = (spark.read.parquet(summary.output)
+                .select("user_id", "window_start", "window_end", "sum_value", "count").collect())
     got = sorted(tuple(r) for r in rows)
     expected = sessionize_reference(clicks, to_millis(gap))
     ok = got == expected

@@ -143,3 +143,12 @@ def test_no_commit_hashes_or_session_history():
 
 def test_readme_is_a_front_door():
     assert len(README.read_text().splitlines()) <= 250
+
+
+def test_readme_activates_the_virtualenv_before_its_bare_commands():
+    """The quick start installs into .venv without activating it; the README says to before the first example
+    whose `statekit` and `python` would otherwise be other ones (or none)."""
+    text = README.read_text()
+    quick_start_end = max(text.index(b.code) + len(b.code) for b in blocks(README) if b.is_quick_start)
+    first_example = min(text.index(b.code) for b in runnable(README))
+    assert "source .venv/bin/activate" in text[quick_start_end:first_example]

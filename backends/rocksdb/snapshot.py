@@ -32,6 +32,10 @@ from .keys import scan
 
 _ROLES = ("sst", "db")
 LAYOUT = declare_backend_format("rocksdb", "layout", 1)
+EXACT_COUNT_LIMIT = 10_000
+"""A snapshot counts each state's cells by a scan of its keys up to this many (the session table's are a few per key
+group); a larger state reports RocksDB's estimate, which still counts keys overwritten or deleted since the last
+compaction (after a final epoch cleaned every window, it can name hundreds)."""
 """The layout of the database a snapshot holds (a column family per state, keys as ``keys`` builds them,
 state metadata records as ``db`` writes them): a change that older databases do not open with bumps it."""
 
@@ -104,12 +108,13 @@ class RocksDBSnapshots(IncrementalSnapshots):
                 queue.forget_size()
             shutil.rmtree(scratch, ignore_errors=True)
         self._ckpt_sequence = _sequence(self)
-        estimates = {name: st._db.property_int_value("rocksdb.estimate-num-keys") or 0
-                     for name, st in self._states.items()}
+        counted = {name: st._count_up_to(EXACT_COUNT_LIMIT) for name, st in self._states.items()}
+        entries = {name: st._db.property_int_value("rocksdb.estimate-num-keys") or 0 if counted[name] is None
+                   else counted[name] for name, st in self._states.items()}
         return {"incremental": reused > 0, "reused_sst": reused,
                 "timers": {name: {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time()}
                            for name, svc in self._timer_services.items()},
-                "state_entries": estimates, "state_entries_estimated": True}
+                "state_entries": entries, "state_entries_estimated": None in counted.values()}
 
     @classmethod
     def restore_incremental(cls, reader: SnapshotReader, config: StateConfig,

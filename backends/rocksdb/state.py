@@ -208,8 +208,19 @@ class RocksDBState(InternalKeyedState, InternalKvState):
         self._stored(ck, self._cell_in(ck, cell))
 
     def _entry_count(self) -> int:
+        count = self._count_up_to(None)
+        assert count is not None
+        return count
+
+    def _count_up_to(self, limit: int | None) -> int | None:
+        """The stored cells, counted by a scan of the keys; None once there are more than ``limit``."""
         self._wb.write()
-        return sum(1 for _ in self._groups(self._start(None)))
+        count = 0
+        for _ in self._groups(self._start(None)):
+            count += 1
+            if limit is not None and count > limit:
+                return None
+        return count
 
     def _start(self, key: bytes | None) -> Any:
         """A RocksDB iterator at ``key`` (None: the first key)."""

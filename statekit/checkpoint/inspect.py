@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ..help_format import HelpFormatter
 from ..serialization import unknown_types
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .errors import CheckpointError, NoCheckpointError
@@ -113,19 +114,19 @@ def _size(n: int | None) -> str:
 
 
 def watermark_text(value: Any) -> Any:
-    """A watermark as shown: ``none`` for the unset ones (the minimum before any event time, the maximum after a
-    final epoch), else the value."""
+    """A watermark or another time as shown: ``none`` for the unset ones (the minimum timestamp before any time,
+    the maximum after a final epoch), else the value."""
     return "none" if value in (MIN_TIMESTAMP, MAX_TIMESTAMP) else value
 
 
 def _shown(value: Any) -> Any:
-    """``value`` (a JSON document) with every watermark in it as ``watermark_text`` shows it."""
+    """``value`` (a JSON document) with every unset time in it (a watermark, an operator's processing time: the
+    minimum or maximum timestamp, which nothing else reaches) as ``watermark_text`` shows it."""
     if isinstance(value, dict):
-        return {k: watermark_text(v) if "watermark" in k and isinstance(v, int) else _shown(v)
-                for k, v in value.items()}
+        return {k: _shown(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_shown(v) for v in value]
-    return value
+    return watermark_text(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def format_report(info: CheckpointInfo) -> str:
@@ -207,7 +208,7 @@ def main_inspect(argv: list[str] | None = None) -> int:
     """``statekit inspect CHECKPOINT [--json]``: print the report; exit code 1 on a checkpoint error."""
     ap = argparse.ArgumentParser(prog="statekit inspect", description="Describe the snapshots at a checkpoint location "
                                  f"(a signed one with its key in the environment variable {KEY_ENV}).",
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                 formatter_class=HelpFormatter)
     ap.add_argument("checkpoint", help="checkpoint path or URI")
     ap.add_argument("--json", action="store_true", help="print the structured report as JSON (watermarks as numbers)")
     args = ap.parse_args(argv)

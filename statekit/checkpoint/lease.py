@@ -156,10 +156,20 @@ class CheckpointLease:
                 self._prune(mine.token)
                 return mine.token
         assert newest is not None
-        raise LeaseHeldError(f"checkpoint {self.checkpoint} is in use by another run: {newest.holder()}, last "
-                             f"heartbeat {max(0, _now_ms() - newest.heartbeat_ms) / 1000:.0f}s ago. One run at a time "
-                             f"may write a checkpoint: wait for that run to end, or stop it; a run that died leaves a "
-                             f"lease that is free after {newest.timeout_ms / 1000:.0f}s without a heartbeat")
+        raise self._held_error(newest)
+
+    def refuse_if_held(self) -> None:
+        """Raise ``LeaseHeldError`` naming the holder, as ``acquire`` would, when another run holds the lease now;
+        takes nothing (a run checks this before it starts Spark, then takes the lease)."""
+        newest = self.newest()
+        if newest is not None and newest.free_because(_now_ms()) is None:
+            raise self._held_error(newest)
+
+    def _held_error(self, newest: LeaseRecord) -> LeaseHeldError:
+        return LeaseHeldError(f"checkpoint {self.checkpoint} is in use by another run: {newest.holder()}, last "
+                              f"heartbeat {max(0, _now_ms() - newest.heartbeat_ms) / 1000:.0f}s ago. One run at a "
+                              f"time may write a checkpoint: wait for that run to end, or stop it; a run that died "
+                              f"leaves a lease that is free after {newest.timeout_ms / 1000:.0f}s without a heartbeat")
 
     def renew(self) -> None:
         """Write a new heartbeat; ``LeaseLostError`` when another run took the lease over."""

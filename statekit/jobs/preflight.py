@@ -21,9 +21,10 @@ from ..spark.event_time import NO_DATE, PATTERNS, UNIT_NAMES, TimeSpec, apparent
 from ..spark.file_order import check_file_order
 from ..spark.input_files import FORMATS, input_format, is_data_file, missing, nothing_found, split_glob
 from ..spark.java import find_java
-from ..spark.output_dir import DEFAULT_CHECKPOINT, check_output_is_own
+from ..spark.output_dir import check_output_is_own
 from ..spark.spark_checkpoint import BELOW_CHECKPOINT, files_read
 from .aggregates import parse_aggs
+from .checkpoint_in_use import job_checkpoint, refuse_checkpoint_in_use
 
 _SAMPLE_BYTES = 1 << 20
 """How much of a json file is read for its schema (whole lines): the first rows name the columns."""
@@ -218,10 +219,11 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
     if local(input) and not connect_server:
         required = [(key, "key"), (time, "time")]
         required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]
-        ours = checkpoint or f"{files.rstrip('/')}/{DEFAULT_CHECKPOINT}"
-        spark_dir = spark_checkpoint or f"{ours.rstrip('/')}/{BELOW_CHECKPOINT}"
+        spark_dir = spark_checkpoint or f"{job_checkpoint(files, checkpoint).rstrip('/')}/{BELOW_CHECKPOINT}"
         read = files_read(spark_dir) if mode == "stream" and local(spark_dir) else None  # else the run checks it
         check_input(input, fmt=fmt, time=time, required=required, read=read, time_spec=time_spec,
                     unit_given=unit_given)
     if local(files):
         check_output_is_own(files, checkpoint)
+    if local(in_use := job_checkpoint(files, checkpoint)):  # a second run is refused at once, not after Spark started
+        refuse_checkpoint_in_use(in_use)

@@ -24,6 +24,7 @@ from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.sinks import DeltaSink
 from .aggregates import RowAggregate, parse_aggs
+from .checkpoint_in_use import job_checkpoint
 from .preflight import session_gap_ms
 
 DEFAULT_STATE_LAYOUT = "table"
@@ -108,7 +109,7 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     warm_up_workers(spark)  # overlaps reading the input's schema
     delta = output_format == "delta"
     files = output.rstrip("/") + "/_statekit" if delta else output
-    checkpoint = checkpoint or files + "/_checkpoint"
+    checkpoint = job_checkpoint(files, checkpoint)
     stream = mode == "stream"
     df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream,
                                   time_spec=time_spec,

@@ -46,6 +46,7 @@ from .records import ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
 from .spark_checkpoint import BELOW_CHECKPOINT
 from .schemas import arrow_schema
+from .server_python import check_server_python
 from .runtime import accelerator_off, application_secret, is_connect, warm_up_workers
 from .session_kind import application_id, default_parallelism, input_splits, job_canceller, master
 from .output_dir import OUTPUTS, OutputDir, check_output_is_own
@@ -391,6 +392,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     }
     spark_checkpoint = stream_checkpoint(spark, checkpoint, spark_checkpoint) if mode == "stream" else None
     description.update(output=files.path, spark_checkpoint=spark_checkpoint)  # for a rollback
+    check_server_python(spark)  # on Spark Connect: its workers can run statekit, or a clear error before any epoch
     lease = take_lease(checkpoint, settings, operator_id)
     try:
         job = replace(job, lease_token=lease.token)

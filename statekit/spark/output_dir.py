@@ -3,7 +3,8 @@
 Tasks stage their parquet files under ``_staging/epoch=<e>/`` with names unique to the attempt;
 after the epoch's job succeeded, the driver publishes the files of the successful attempts to
 ``<output>/<sub>epoch=<e>/part-<p>.parquet``, replacing whatever an earlier attempt of the epoch
-published, and drops the staging directory. So each epoch's rows are there exactly once. Paths
+published, and drops the epoch's staging directory (``_staging/`` itself once empty). So each epoch's rows are
+there exactly once. Paths
 are local or pyarrow filesystem URIs (as for checkpoints); Spark's readers skip ``_`` paths.
 """
 
@@ -66,10 +67,14 @@ class OutputDir:
         self.storage.delete_dir(f"{STAGING}/epoch={epoch}")
 
     def record_metrics(self, metrics: dict[str, Any]) -> None:
-        """Add one epoch's metrics line to ``_metrics.jsonl``, replacing a line of the same epoch."""
+        """Add one epoch's metrics line to ``_metrics.jsonl``, replacing a line of the same epoch; the last step of
+        an epoch's files, so ``_staging/`` goes here once nothing is staged (it stays only after a run that stopped
+        mid-epoch, until the epoch's replay)."""
         lines = [json.dumps(m, sort_keys=True) for m in self.metrics() if m["epoch"] != metrics["epoch"]]
         lines.append(json.dumps(metrics, sort_keys=True))
         self.storage.commit(METRICS_FILE, ("\n".join(lines) + "\n").encode(), f"{STAGING}/{METRICS_FILE}.tmp")
+        if not self.storage.list_files(STAGING):
+            self.storage.delete_dir(STAGING)
 
     def metrics(self) -> list[dict[str, Any]]:
         """Every epoch's metrics recorded so far, in epoch order."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from .java import find_java
 from .runtime import is_connect
@@ -20,6 +21,10 @@ DEFAULT_MASTER = "local[*,4]"  # local mode retries a failed task up to 4 times,
 QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2-quiet.properties")
 """Spark's log4j2 configuration for a quiet session, from the driver JVM's start: errors only, so that no
 WARN banner comes before statekit's own output."""
+_STATIC = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+           "spark.python.daemon.module": DAEMON_MODULE}  # the last: workers fork with statekit loaded
+"""Static settings of a session started here (its JVM's, not a session's: a Spark Connect session refuses them,
+with a ``CANNOT_MODIFY_CONFIG`` warning each). A Spark Connect server reached at ``sc://`` keeps its own."""
 _SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 """Java options spark-submit adds to the JVM it starts (the driver, for a session started here): added to, not
 replacing, ``spark.driver.extraJavaOptions`` of the user or the cluster's spark-defaults."""
@@ -60,15 +65,19 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     elif master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit its --master applies
         builder = builder.master(master or DEFAULT_MASTER)
     builder = builder.config("spark.sql.shuffle.partitions", "4")
-    if starts_jvm(url):  # static settings: a Spark Connect server reached at sc:// keeps its own
-        builder = (builder.config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.python.daemon.module", DAEMON_MODULE))  # workers fork with statekit loaded
+    if url is None:
+        for k, v in _STATIC.items():
+            builder = builder.config(k, v)
     for k, v in (conf or {}).items():
         builder = builder.config(k, str(v))
     options = os.environ.get(_SUBMIT_OPTS)
+    java_options = []
     if quiet and "log4j2.configurationFile" not in (options or ""):
-        os.environ[_SUBMIT_OPTS] = f"{options or ''} -Dlog4j2.configurationFile={QUIET_LOG_CONFIG.as_uri()}".strip()
+        java_options.append(f"-Dlog4j2.configurationFile={QUIET_LOG_CONFIG.as_uri()}")
+    if url is not None and starts_jvm(url):  # a Connect server started here: its JVM takes them, its sessions refuse them
+        java_options += [f"-D{k}={v}" for k, v in _STATIC.items()]
+    if java_options:
+        os.environ[_SUBMIT_OPTS] = " ".join([options or "", *java_options]).strip()
     try:
         spark = builder.getOrCreate()
     finally:  # the option is for the JVM started here, not for processes this one starts later
@@ -79,3 +88,21 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
     if not is_connect(spark):  # a Connect session's log is its server's
         spark.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     return spark
+
+
+@contextmanager
+def command_session(master: str | None = None, conf: Mapping[str, Any] | None = None, app_name: str = "statekit",
+                    quiet: bool = True, remote: str | None = None) -> Iterator[Any]:
+    """``spark_session`` for one command (``statekit sessionize``, ``statekit demo``), stopped when it ends if this
+    call started it: a JVM left to its shutdown hooks as the process exits kills its executors while a standalone
+    or local-cluster master's workers still relaunch them (ERROR lines and stack traces after the summary). A
+    session running already (a notebook's, a test's) is left running."""
+    from pyspark.sql import SparkSession
+
+    running = SparkSession.getActiveSession()
+    spark = spark_session(master, conf, app_name=app_name, quiet=quiet, remote=remote)
+    try:
+        yield spark
+    finally:
+        if running is None:
+            spark.stop()

@@ -9,6 +9,7 @@ import pytest
 from checkpoint_workload import MAX_PAR, Job, keys_for
 from statekit import StateConfig, StateTtlConfig, ValueStateDescriptor, create_backend, key_group_for, key_groups_for_partition
 from statekit.checkpoint import CheckpointError, CheckpointStore, NoCheckpointError, inspect_checkpoint, main_inspect, read_state
+from statekit.timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 
 
 def build(backend_name, tmp_path):
@@ -99,3 +100,18 @@ def test_inspect_missing_checkpoint_is_an_error_naming_the_path(tmp_path, capsys
     assert main_inspect([missing]) == 1
     err = capsys.readouterr().err
     assert "no checkpoint at" in err and missing in err
+
+
+def test_inspect_shows_unset_times_as_words(tmp_path, capsys):
+    """An operator's processing time before any (the minimum timestamp) and a watermark after a final epoch (the
+    maximum) are words in the report, wherever they sit in the metadata; counts and times stay numbers."""
+    root = str(tmp_path / "ckpt")
+    backend = create_backend(StateConfig(backend="heap", max_parallelism=MAX_PAR), key_groups_for_partition(0, 1, MAX_PAR))
+    metadata = {"max_ts": 1_700_000_000_000, "operator": {"processing_time": MIN_TIMESTAMP, "watermark": MAX_TIMESTAMP}}
+    CheckpointStore(root).commit("sessions", 0, backend, metadata)
+    backend.close()
+    assert main_inspect([root]) == 0
+    text = capsys.readouterr().out
+    assert str(MIN_TIMESTAMP)[1:] not in text and str(MAX_TIMESTAMP) not in text, text
+    assert ('metadata {"max_ts": 1700000000000, "operator": {"processing_time": "none", "watermark": "none"}}'
+            in text), text

@@ -120,3 +120,32 @@ def test_restored_directory_is_removed_on_close(tmp_path):
     r.backend.close()
     assert not os.path.exists(tmp_path / "restored")
     b.close()
+
+
+def test_state_entries_count_the_cells_left_not_keys_overwritten_or_deleted(tmp_path, monkeypatch):
+    """A snapshot's state entries (the run's ``state`` metric) are the cells the state holds: after each epoch
+    restored, overwrote every key and the last cleared them all (a final epoch), 0, where RocksDB's estimate still
+    counted the keys of older SST files. Above the counting limit the estimate stands, said to be one."""
+    store = CheckpointStore(str(tmp_path / "ckpt"), retain=2)
+    b = create_backend(cfg(tmp_path / "db"), ALL)
+    counts = []
+    for epoch in range(6):
+        v = b.get_state(ValueStateDescriptor("v"))
+        for k in range(100):
+            b.set_current_key(k)
+            v.update(epoch)
+            if epoch == 5:
+                v.clear()
+        stats = store.commit("op", epoch, b).manifest.stats
+        counts.append((stats["states"]["v"], stats["states_estimated"]))
+        b.close()
+        b = store.restore("op", cfg(tmp_path / "db"), ALL, epoch=epoch).backend
+    assert counts == [(100, False)] * 5 + [(0, False)]
+    monkeypatch.setattr("statekit.backends.rocksdb.snapshot.EXACT_COUNT_LIMIT", 10)
+    v = b.get_state(ValueStateDescriptor("v"))
+    for k in range(100):
+        b.set_current_key(k)
+        v.update(k)
+    stats = store.commit("op", 6, b).manifest.stats
+    assert stats["states_estimated"] and stats["states"]["v"] > 10
+    b.close()

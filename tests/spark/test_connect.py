@@ -7,6 +7,8 @@ plain-Python sort-and-scan reference."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 
 from statekit.checkpoint import inspect_checkpoint
 from statekit.clickstream import sessionize_reference
+from statekit.spark import find_java
 from statekit.testing import BACKENDS
 from tests.connect_support import client_env, parquet_rows, run_checked
 from tests.spark_support import COLUMNS, StagedInput, clickstream, write_input
@@ -213,3 +216,46 @@ def test_read_state_df_and_an_epoch_sink_on_connect(spark, connect_spark, tmp_pa
     results = parquet_rows(job.out, ["sum_value", "count", "epoch"])
     assert results and parquet_rows(target / "results", ["sum_value", "count", "epoch"]) == results
     assert parquet_rows(target / "invalid", ["user_id", "reason"]) == [(None, "null key")]
+
+
+SERVER_PYTHON = '''
+import sys
+from statekit.spark import run_keyed, spark_session
+from statekit.spark.server_python import ServerPythonError
+from statekit.operators import EventTimeSessionWindows, WindowOperator
+from statekit.testing.contract import SumCount
+
+spark = spark_session(remote="local[2]")
+try:
+    print(spark.conf.get("spark.python.daemon.module"))
+    df = spark.createDataFrame([("u1", 1_000, 5)], "user_id STRING, ts_ms BIGINT, value BIGINT")
+    run_keyed(df, key="user_id", time="ts_ms", columns=["value"], output=sys.argv[1], partitions=1,
+              operator_factory=lambda: WindowOperator(EventTimeSessionWindows.with_gap(30_000), function=SumCount()),
+              result_schema="sum_value BIGINT, count BIGINT")
+except ServerPythonError as e:
+    print(e)
+finally:
+    spark.stop()
+'''
+
+
+def test_a_connect_server_whose_python_lacks_statekit_is_named_before_any_epoch(tmp_path):
+    """A Connect server started here (``remote="local[2]"``) whose workers run ``python3`` from the PATH, a Python
+    without statekit (as when a script runs the virtualenv's python without activating it): ``run_keyed`` refuses
+    before any epoch, naming PYSPARK_PYTHON and the fix; the session gets no static setting it would refuse
+    (pyspark's CANNOT_MODIFY_CONFIG warnings), which the server's JVM got instead."""
+    system_python = "/usr/bin/python3"
+    assert subprocess.run([system_python, "-c", "import statekit"], capture_output=True).returncode != 0
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python3").symlink_to(system_python)
+    java_bin = os.path.dirname(find_java())
+    env = client_env(PYSPARK_PYTHON="python3", PATH=os.pathsep.join([str(shim), java_bin, "/usr/bin", "/bin"]))
+    r = run_checked([sys.executable, "-c", SERVER_PYTHON, str(tmp_path / "out")], env=env)
+    daemon, message = r.stdout.strip().splitlines()[-2:]
+    assert daemon == "statekit.spark.runtime.daemon"
+    assert message.startswith("the Spark Connect server's Python workers cannot run a task ("), message
+    assert "they run PYSPARK_PYTHON of the server's environment, else python3 on its PATH" in message
+    assert f"set PYSPARK_PYTHON={sys.executable} in the environment before the session starts its server" in message
+    assert not (tmp_path / "out" / "_checkpoint").exists()  # refused before the run took its checkpoint
+    assert "CANNOT_MODIFY_CONFIG" not in r.stderr, r.stderr[-3000:]

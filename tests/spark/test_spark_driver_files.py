@@ -33,6 +33,12 @@ def test_staged_files_are_published_as_the_epoch_and_a_replay_replaces_them(tmp_
     out.drop_staging(0)
     assert published(tmp_path) == {"part-00000.parquet": [1, 2]}
     assert not (tmp_path / STAGING / "epoch=0").exists()
+    out.stage(1, "r-p0-a", table(4))  # an attempt of the next epoch, stopped before it published
+    out.record_metrics({"epoch": 0})  # the epoch's last file: no empty staging directory is left behind
+    assert [p.name for p in (tmp_path / STAGING).iterdir()] == ["epoch=1"]
+    out.drop_staging(1)
+    out.record_metrics({"epoch": 1})
+    assert not (tmp_path / STAGING).exists()
 
 
 def test_publishing_nothing_removes_an_earlier_attempts_side_output(tmp_path):
