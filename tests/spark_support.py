@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Iterator
 
 from statekit.clickstream import Click, generate_clickstream
 from statekit.jobs import write_clickstream
@@ -62,3 +66,22 @@ def staged_input(spark: Any, root: Path, events: int, keys: int, seed: int, file
     inp = root / "in"
     inp.mkdir()
     return StagedInput(sorted(staged.iterdir()), spark_sessions(spark, staged), inp, root / "out")
+
+
+@contextmanager
+def code_module(code: Path, name: str) -> Iterator[ModuleType]:
+    """Module ``name`` of a test's own code directory, imported here and pickled by value inside the block
+    (the shared session's workers cannot import it); out of ``sys.path`` and ``sys.modules`` after it."""
+    from pyspark import cloudpickle
+
+    sys.path.insert(0, str(code))
+    try:
+        module = importlib.import_module(name)
+        cloudpickle.register_pickle_by_value(module)
+        try:
+            yield module
+        finally:
+            cloudpickle.unregister_pickle_by_value(module)
+    finally:
+        sys.path.remove(str(code))
+        sys.modules.pop(name, None)

@@ -2,7 +2,8 @@
 second Connect application; `statekit sessionize --remote`; one checkpoint moved from classic to Connect and
 back; read_state_df and an EpochSink. Every Connect client is a new interpreter on the shared local server
 (tests/connect_support.py) that fails if it reaches a classic-only API; results are exact against the
-plain-Python sort-and-scan reference."""
+plain-Python sort-and-scan reference. `statekit bench spark --remote URL` runs here too, at smoke size, on the
+same server (one server start for the module)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from statekit.bench.runner import run_parts
 from statekit.checkpoint import inspect_checkpoint
 from statekit.clickstream import sessionize_reference
 from statekit.spark import find_java
@@ -259,3 +261,22 @@ def test_a_connect_server_whose_python_lacks_statekit_is_named_before_any_epoch(
     assert f"set PYSPARK_PYTHON={sys.executable} in the environment before the session starts its server" in message
     assert not (tmp_path / "out" / "_checkpoint").exists()  # refused before the run took its checkpoint
     assert "CANNOT_MODIFY_CONFIG" not in r.stderr, r.stderr[-3000:]
+
+
+def test_remote_applies_to_the_spark_part_only(tmp_path):
+    with pytest.raises(SystemExit, match="--remote sc://localhost:1 applies to the spark part only"):
+        run_parts(["windows"], True, tmp_path, remote="sc://localhost:1")
+
+
+def test_bench_spark_on_connect_reports_every_variant_on_the_reference(connect_spark, tmp_path):
+    """The bench's runs and report on Connect sessions (issue 36), on this module's server: every variant's
+    sessions are the reference's."""
+    written = run_parts(["spark"], True, tmp_path, remote=connect_spark.url)
+    assert written["spark"]["json"].name == "spark-connect.json"
+    data = json.loads(written["spark"]["json"].read_text())
+    assert data["params"]["master"] == connect_spark.url and data["params"]["session"].startswith("Spark Connect")
+    sessions = [f for f in data["figures"] if f["name"].startswith("sessions vs")]
+    assert sessions
+    for f in sessions:
+        assert "DIFFERS" not in f["notes"] and "not compared" not in f["notes"], f["notes"]
+        assert f["heap"] == f["rocksdb"] == f["baseline"] and f["heap"]

@@ -1,5 +1,6 @@
 """Checkpoints and output on a real S3 endpoint (moto's server on 127.0.0.1), configured by the standard AWS
-variables only: commit, restart, rescale and retention through new applications; s3a:// is the same store;
+variables only: commit, restart, rescale, an outage of the store mid-run and retention through new applications
+(one chain of them: each application's start costs a JVM); s3a:// is the same store;
 Spark's own checkpoint on a scheme Hadoop cannot write is refused before anything runs."""
 
 from __future__ import annotations
@@ -72,26 +73,60 @@ def _s3fs(env):
                              secret_key="test", region="us-east-1")
 
 
-def _sessionize(inp, *extra):
-    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--key", "user_id", "--time",
+def _argv(inp, *extra):
+    """``statekit sessionize`` over ``inp`` as a new process (a new application)."""
+    return [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--key", "user_id", "--time",
             "ts_ms", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count",
             "--master", "local[2]", "--trigger", "available-now", "--conf", "spark.ui.enabled=false", *extra]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=dict(os.environ))
 
 
-def test_sessionize_on_s3_commit_restart_rescale(spark, tmp_path, s3_env):
-    clicks = clickstream(1200, 25, seed=41)
-    staged = write_input(clicks, tmp_path / "staged", files=3)
+def _sessionize(inp, *extra):
+    return subprocess.run(_argv(inp, *extra), capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def test_sessionize_on_s3_commit_restart_rescale_through_an_outage(spark, tmp_path, s3_env, s3_server):
+    """Three applications on one S3 checkpoint (s3a:// for s3://), each at another partition count: the first
+    commits; the second restores (rescaled) and the store goes away while it commits its epochs (uploads fail,
+    the run fails); after it is back, the third restores (rescaled again) and finishes: every session exactly
+    once, and the checkpoint keeps at most three epochs."""
+    import boto3
+
+    clicks = clickstream(1500, 25, seed=41)
+    staged = write_input(clicks, tmp_path / "staged", files=5)
     reference = spark_sessions(spark, staged)
     inp = tmp_path / "in"
     inp.mkdir()
+    files = sorted(staged.iterdir())
+
+    def add(*indexes: int) -> None:
+        for i in indexes:
+            shutil.copy(files[i], inp / files[i].name)
+            os.utime(inp / files[i].name, (time.time() + i, time.time() + i))  # the file source takes the oldest first
+
     where = ["--output", "s3://statekit/out", "--checkpoint", "s3a://statekit/ckpt",
              "--spark-checkpoint", str(tmp_path / "spark-ckpt"), "--backend", "rocksdb"]
-    for i, (f, partitions) in enumerate(zip(sorted(staged.iterdir()), (2, 3, 2))):
-        shutil.copy(f, inp / f.name)
-        os.utime(inp / f.name, (time.time() + i, time.time() + i))
-        r = _sessionize(inp, *where, "--partitions", str(partitions), *(["--final"] if i == 2 else []))
-        assert r.returncode == 0, r.stderr[-3000:]
+    add(0)
+    r = _sessionize(inp, *where, "--partitions", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    add(1, 2, 3)  # three epochs: the store goes away once the first of them is committed
+    run = subprocess.Popen(_argv(inp, *where, "--partitions", "3"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=dict(os.environ))
+    s3 = boto3.client("s3")
+    deadline = time.time() + 240
+    while time.time() < deadline and run.poll() is None:
+        keys = s3.list_objects_v2(Bucket="statekit", Prefix="ckpt/_driver/").get("Contents", [])
+        if any(k["Key"].endswith("epoch=1.json") for k in keys):
+            break
+        time.sleep(0.05)
+    s3_server.stop()
+    try:
+        _, err = run.communicate(timeout=300)
+    finally:
+        s3_server.start()
+    assert run.returncode != 0, f"the run must fail while the store is away: {err[-2000:]}"
+    add(4)
+    r = _sessionize(inp, *where, "--partitions", "2", "--final")
+    assert r.returncode == 0, r.stderr[-3000:]
     fs = _s3fs(s3_env)
     table = ds.dataset("statekit/out", filesystem=fs, format="parquet", partitioning="hive",
                        exclude_invalid_files=True).to_table(columns=COLUMNS)
@@ -106,47 +141,6 @@ def test_spark_checkpoint_on_s3_without_a_connector_is_refused_before_anything_r
     r = _sessionize(tmp_path / "in", "--output", "s3://statekit/other", "--checkpoint", "s3://statekit/other-ckpt")
     assert r.returncode == 2, r.stderr[-3000:]
     assert "--spark-checkpoint" in r.stderr and "Hadoop" in r.stderr and "Traceback" not in r.stderr
-
-
-def test_an_outage_mid_run_loses_and_duplicates_nothing(spark, tmp_path, s3_env, s3_server):
-    """The store goes away while a run commits its epochs (uploads fail, the run fails); after it is back, a
-    rerun finishes: every session exactly once."""
-    import boto3
-
-    clicks = clickstream(1500, 25, seed=43)
-    staged = write_input(clicks, tmp_path / "staged", files=4)
-    reference = spark_sessions(spark, staged)
-    inp = tmp_path / "in"
-    inp.mkdir()
-    files = sorted(staged.iterdir())
-    where = ["--output", "s3://statekit/outage", "--checkpoint", "s3://statekit/outage-ckpt",
-             "--spark-checkpoint", str(tmp_path / "spark-ckpt"), "--backend", "heap", "--partitions", "2"]
-    for i, f in enumerate(files):
-        shutil.copy(f, inp / f.name)
-        os.utime(inp / f.name, (time.time() + i, time.time() + i))
-    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--key", "user_id", "--time",
-            "ts_ms", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count",
-            "--master", "local[2]", "--trigger", "available-now", "--conf", "spark.ui.enabled=false", *where]
-    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-    s3 = boto3.client("s3")
-    deadline = time.time() + 240
-    while time.time() < deadline and run.poll() is None:  # the first epoch is committed: the store goes away
-        keys = s3.list_objects_v2(Bucket="statekit", Prefix="outage-ckpt/_driver/").get("Contents", [])
-        if any(k["Key"].endswith("epoch=0.json") for k in keys):
-            break
-        time.sleep(0.05)
-    s3_server.stop()
-    try:
-        _, err = run.communicate(timeout=300)
-    finally:
-        s3_server.start()
-    assert run.returncode != 0, f"the run must fail while the store is away: {err[-2000:]}"
-    r = _sessionize(inp, *where, "--final")
-    assert r.returncode == 0, r.stderr[-3000:]
-    fs = _s3fs(s3_env)
-    table = ds.dataset("statekit/outage", filesystem=fs, format="parquet", partitioning="hive",
-                       exclude_invalid_files=True).to_table(columns=COLUMNS)
-    assert sorted(tuple(r[c] for c in COLUMNS) for r in table.to_pylist()) == reference
 
 
 def test_delta_output_on_s3_from_the_aws_variables_alone(spark, tmp_path, s3_env):

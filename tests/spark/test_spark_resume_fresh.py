@@ -18,8 +18,9 @@ import time
 import pytest
 
 from statekit.jobs import sessionize
+from statekit.spark import run_keyed
 from statekit.testing import BACKENDS
-from tests.spark_support import clickstream, output_rows, spark_sessions, write_input
+from tests.spark_support import clickstream, code_module, output_rows, spark_sessions, staged_input, write_input
 
 pytestmark = pytest.mark.spark
 
@@ -107,31 +108,35 @@ from lazy_factory import Factory
 inp, out, ckpt, backend, partitions, final = sys.argv[1:7]
 spark = spark_session("local[2]", {{"spark.python.worker.reuse": "false", "spark.ui.enabled": "false",
                                    "spark.python.daemon.module": "pyspark.daemon", "spark.statekit.backend": backend}})
-df = spark.readStream.option("header", "true").schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(inp)
+df = spark.readStream.option("header", "true").schema("{schema}").csv(inp)
 run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],
           operator_factory=Factory(), checkpoint=ckpt, output=out, partitions=int(partitions),
-          watermark_delay="10s", final=final == "1",
-          result_schema="user_id STRING, window_start BIGINT, window_end BIGINT, sum_value BIGINT, count BIGINT")
+          watermark_delay="10s", final=final == "1", result_schema="{result_schema}")
 '''
+SCHEMA = "user_id STRING, ts_ms BIGINT, value BIGINT"
+RESULT_SCHEMA = "user_id STRING, window_start BIGINT, window_end BIGINT, sum_value BIGINT, count BIGINT"
 
 
 def test_run_keyed_rescale_in_a_new_application_with_a_lazy_factory(spark, tmp_path):
-    """Each backend restores (in a new application, rescaled) what the other wrote with the lazy factory."""
-    clicks = clickstream(1200, 25, seed=13)
-    staged = write_input(clicks, tmp_path / "staged", files=len(CHAIN))
-    reference = spark_sessions(spark, staged)
-    code = tmp_path / "code"
+    """Each backend restores (in a new application, rescaled) what the other wrote with the lazy factory; the
+    first run restores nothing: in the shared session."""
+    staged = staged_input(spark, tmp_path, 1200, 25, seed=13, files=len(CHAIN))
+    code, ckpt = tmp_path / "code", tmp_path / "ckpt"
     code.mkdir()
     (code / "lazy_factory.py").write_text(FACTORY)
-    (code / "run.py").write_text(RUN.format())
-    inp, out, ckpt = tmp_path / "in", tmp_path / "out", tmp_path / "ckpt"
-    inp.mkdir()
-    files = sorted(staged.iterdir())
-    for i, (f, backend, partitions) in enumerate(zip(files, CHAIN, itertools.cycle(PARTITIONS))):
-        shutil.copy(f, inp / f.name)
-        os.utime(inp / f.name, (time.time() + i, time.time() + i))
-        r = subprocess.run([sys.executable, str(code / "run.py"), str(inp), str(out), str(ckpt), backend,
-                            str(partitions), "1" if i == len(files) - 1 else "0"], capture_output=True, text=True,
-                           timeout=300, env={**os.environ, "PYTHONPATH": str(code)})
-        assert r.returncode == 0, r.stderr[-4000:]
-    assert output_rows(spark, out) == reference
+    (code / "run.py").write_text(RUN.format(schema=SCHEMA, result_schema=RESULT_SCHEMA))
+    for i, (backend, partitions) in enumerate(zip(CHAIN, itertools.cycle(PARTITIONS))):
+        staged.add(i)
+        if i == 0:
+            with code_module(code, "lazy_factory") as lazy_factory:
+                stream = spark.readStream.option("header", "true").schema(SCHEMA).csv(str(staged.inp))
+                run_keyed(stream.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],
+                          operator_factory=lazy_factory.Factory(), checkpoint=str(ckpt), output=str(staged.out),
+                          partitions=partitions, watermark_delay="10s", result_schema=RESULT_SCHEMA,
+                          config={"backend": backend})
+        else:
+            r = subprocess.run([sys.executable, str(code / "run.py"), str(staged.inp), str(staged.out), str(ckpt),
+                                backend, str(partitions), "1" if i == len(CHAIN) - 1 else "0"], capture_output=True,
+                               text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(code)})
+            assert r.returncode == 0, r.stderr[-4000:]
+    assert output_rows(spark, staged.out) == staged.reference

@@ -16,11 +16,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from pyspark import cloudpickle
 
 from statekit.checkpoint import JobChangeError
 from statekit.jobs import sessionize
-from tests.spark_support import COLUMNS, DELAY, GAP, staged_input
+from statekit.spark import run_keyed
+from tests.spark_support import COLUMNS, DELAY, GAP, code_module, staged_input
 
 pytestmark = pytest.mark.spark
 
@@ -180,7 +180,7 @@ run_keyed(df.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", c
 ''' % SCHEMA
 
 
-def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, monkeypatch):
+def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path):
     """Heap writes version 1; RocksDB restores it in a new application (another backend: through the logical
     snapshot) and migrates."""
     staged = staged_input(spark, tmp_path, 1200, 25, seed=8, files=3)
@@ -190,23 +190,15 @@ def test_run_keyed_migrates_a_user_aggregate(spark, tmp_path, monkeypatch):
     (code / "run.py").write_text(RUN)
     env_path = os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])
 
-    monkeypatch.syspath_prepend(str(code))
-    import stats_factory
-    monkeypatch.setitem(sys.modules, "stats_factory", stats_factory)  # this test's own module: gone after it
-    from stats_factory import Factory, Stats
-    from statekit.spark import run_keyed
-
     staged.add(0)
     staged.add(1)
-    cloudpickle.register_pickle_by_value(stats_factory)  # the shared session's workers cannot import it
-    try:  # the first run restores nothing: in the shared session; two epochs, the second fires sessions
+    with code_module(code, "stats_factory") as stats_factory:  # the first run restores nothing: in the shared
+        Factory, Stats = stats_factory.Factory, stats_factory.Stats  # session; two epochs, the second fires sessions
         stream = (spark.readStream.option("header", "true").option("maxFilesPerTrigger", 1)
                   .schema("user_id STRING, ts_ms BIGINT, value BIGINT").csv(str(inp)))
         run_keyed(stream.select("user_id", "ts_ms", "value"), key="user_id", time="ts_ms", columns=["value"],
                   operator_factory=Factory(1), checkpoint=str(ckpt), output=str(out), partitions=2,
                   watermark_delay="10s", result_schema=SCHEMA, config={"backend": "heap"})
-    finally:
-        cloudpickle.unregister_pickle_by_value(stats_factory)
     staged.add(2)
     before = sorted(p.name for p in out.rglob("*"))
 
