@@ -3,7 +3,8 @@
 The task's worker checks its input, hands the partition's records to the process that keeps the
 partition's state (``runtime.open_run``: its state host by default; the worker itself with
 ``state_host=worker``; ``slots`` holds the rules of kept state), injects the test faults around the
-commit, and stages the outputs for the driver to publish.
+commit, and stages the outputs for the driver to publish (the results written as the operator hands them
+over, a step at a time, into a local file staged once the commit is done).
 """
 
 from __future__ import annotations
