@@ -4,8 +4,8 @@ state host's task drives it, without Spark, on both state layouts.
 N users click once each within 20 s of event time, in epochs of 250k records, so every session is still
 open after the last epoch. Per epoch: the records as Arrow columns, the watermark, a checkpoint commit
 (RocksDB: flush and incremental snapshot into a local directory) and the runtime's release of freed memory;
-then a final watermark fires every session, each checked to come out exactly once (its results leave the
-operator a step at a time into a staging parquet file, as a task's do). Each run is a fresh
+then a final watermark fires every session, each checked to come out exactly once (its results go to a
+staging parquet file as a task's do: a step at a time where the engine takes steps). Each run is a fresh
 process: its peak RSS through the epochs and through the final watermark, and its RSS after the last epoch.
 """
 
@@ -108,8 +108,8 @@ def run(quick: bool = False) -> BenchReport:
                                     f"open session than at {sizes[i - 1]:,}" for b, p in before.items()))
             rep.add(f"RSS after the last epoch, {name}", unit="MiB", **{b: m[1] for b, m in mib.items()})
             rep.add(f"peak RSS with the final watermark, {name}", unit="MiB", **{b: m[2] for b, m in mib.items()},
-                    notes="every session fired once, handed over a step at a time into a staging parquet file "
-                          "(as a task's results); nothing left")
+                    notes="every session fired once, into a staging parquet file as a task's results go (a step at "
+                          "a time on RocksDB's cells layout, else at once); nothing left")
             rep.add(f"epochs, {name}", unit="records/s", **{b: rate(n, r["seconds"]) for b, (r, _) in at.items()},
                     notes="; ".join(f"{b}: {r['seconds']:.1f}s, final watermark {r['final_seconds']:.1f}s"
                                     for b, (r, _) in at.items()))
