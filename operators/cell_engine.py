@@ -223,6 +223,7 @@ class CellEngine(WindowEngine):
         while True:
             step = self._timers.event_time_step(watermark, self.KEYS_AT_ONCE)
             self._advance_step(step)
+            self._sink.end_step()  # the step's results leave the operator (to a runtime that takes them per step)
             if step == watermark:
                 return
 

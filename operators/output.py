@@ -6,7 +6,7 @@ elements (late or invalid records), which state never holds, as they are."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -14,14 +14,28 @@ from statekit import detached
 
 
 class Output:
-    """Collects ``(value, timestamp)`` records, whole columns of rows, and tagged side outputs."""
+    """Collects ``(value, timestamp)`` records, whole columns of rows, and tagged side outputs; with a
+    consumer (``hand_over``), the records leave at the end of each bounded step of an operator's work
+    (``end_step``), so a watermark that fires many windows holds one step's results, not all of them."""
 
-    __slots__ = ("_rows", "_parts", "side_outputs")
+    __slots__ = ("_rows", "_parts", "side_outputs", "_consumer")
 
     def __init__(self) -> None:
         self._rows: list[tuple[Any, int | None]] = []
         self._parts: list[list[tuple[Any, int | None]] | Columns] = []
         self.side_outputs: dict[str, list[tuple[Any, int | None]]] = {}
+        self._consumer: Callable[[list], None] | None = None
+
+    def hand_over(self, consumer: Callable[[list], None] | None) -> None:
+        """From now on ``end_step`` gives the records collected so far to ``consumer`` (as ``drain_parts``,
+        in order); None: they stay until drained."""
+        self._consumer = consumer
+
+    def end_step(self) -> None:
+        """A bounded step of an operator's work ended (an engine calls it between steps of a watermark or an
+        epoch; a runtime once after the watermark): its records go to the consumer, if one was handed over."""
+        if self._consumer is not None and (self._rows or self._parts):
+            self._consumer(self.drain_parts())
 
     def collect(self, value: Any, timestamp: int | None) -> None:
         self._rows.append((detached(value), timestamp))
@@ -48,10 +62,7 @@ class Output:
     @property
     def records(self) -> list[tuple[Any, int | None]]:
         """Every record collected since the last drain, in order (columns as row tuples)."""
-        out: list[tuple[Any, int | None]] = []
-        for part in self.parts():
-            out += part.records() if isinstance(part, Columns) else part
-        return out
+        return records_of(self.parts())
 
     def parts(self) -> list:
         """The records since the last drain in order: lists of ``(value, timestamp)`` and ``Columns``."""
@@ -90,6 +101,14 @@ class Columns(NamedTuple):
 
     def records(self) -> list[tuple[Any, int | None]]:
         return list(zip(rows_of(self.columns), column_values(self.timestamps)))
+
+
+def records_of(parts: list) -> list[tuple[Any, int | None]]:
+    """``Output.parts`` (or what ``end_step`` handed over) as ``(value, timestamp)`` records, in order."""
+    out: list[tuple[Any, int | None]] = []
+    for part in parts:
+        out += part.records() if isinstance(part, Columns) else part
+    return out
 
 
 def column_values(column: Sequence[Any]) -> list:

@@ -7,7 +7,7 @@ and restores into either backend or another key-group range.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from statekit import KEY_SERIALIZER, KeyedStateBackend, StateConfig, create_backend
 
@@ -57,6 +57,10 @@ class OperatorHarness:
     def set_processing_time(self, time: int) -> None:
         self._processing_time = time
         self.operator.advance_processing_time(time)
+
+    def hand_over(self, consumer: Callable[[list], None] | None) -> None:
+        """Records go to ``consumer`` at the end of each step of the operator's work (``Output.hand_over``)."""
+        self._out.hand_over(consumer)
 
     def output(self) -> list[tuple[Any, int | None]]:
         """Records emitted since the last call, as (value, timestamp)."""

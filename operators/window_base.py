@@ -194,6 +194,9 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
         columns = fields if wf is None else window_columns(wf, keys, starts, ends, fields)
         self._output.collect_columns(columns, ends - 1)  # each window's max_timestamp()
 
+    def end_step(self) -> None:
+        self._output.end_step()
+
     def clear_window(self, key: Any, window: TimeWindow) -> None:
         self._backend.set_current_key(key)
         self._pctx.set_window(window)

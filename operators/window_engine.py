@@ -69,6 +69,9 @@ class WindowSink(Protocol):
     def clear_window(self, key: Any, window: TimeWindow) -> None:
         """``window`` is cleaned up (its per-window state goes)."""
 
+    def end_step(self) -> None:
+        """A bounded step of the engine's keys ended: what it emitted may leave the operator (``Output.end_step``)."""
+
     def late_record(self, value: Any, timestamp: int) -> None:
         """A record no window took, behind the watermark."""
 

@@ -11,6 +11,8 @@ are local or pyarrow filesystem URIs (as for checkpoints); Spark's readers skip 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from typing import Any
 
 from ..checkpoint import Storage
@@ -37,14 +39,13 @@ class OutputDir:
 
     def stage(self, epoch: int, name: str, table: Any) -> str:
         """Write ``table`` as parquet to a staging file of ``epoch`` (executor side); its relative path."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        with self.staging_file(epoch, name, table.schema) as staged:
+            staged.write(table)
+            return staged.put()
 
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
-        rel = f"{STAGING}/epoch={epoch}/{name}.parquet"
-        self.storage.write(rel, sink.getvalue().to_pybytes())
-        return rel
+    def staging_file(self, epoch: int, name: str, schema: Any) -> "StagingFile":
+        """A staging file of ``epoch`` written a table at a time (``stage``'s, in pieces)."""
+        return StagingFile(self.storage, f"{STAGING}/epoch={epoch}/{name}.parquet", schema)
 
     def publish(self, epoch: int, files: dict[int, str], sub: str = "") -> None:
         """Make the staged ``files`` (partition -> path) the whole of ``<sub>epoch=<epoch>``."""
@@ -102,6 +103,38 @@ class OutputDir:
 
 
 _VALUE_START = "-0123456789'\"([<{"
+
+
+class StagingFile:
+    """A staging parquet file written a table at a time into a local temporary file, then put in place
+    whole (``put``): the writer holds one table in memory, not the file; leaving the ``with`` block
+    removes the local file (and a file never put is no staged output)."""
+
+    def __init__(self, storage: Storage, rel: str, schema: Any) -> None:
+        import pyarrow.parquet as pq
+
+        fd, self.local = tempfile.mkstemp(prefix="statekit-staging-", suffix=".parquet")
+        os.close(fd)
+        self.storage, self.rel = storage, rel
+        self.writer = pq.ParquetWriter(self.local, schema)
+
+    def __enter__(self) -> "StagingFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.writer.close()
+        os.unlink(self.local)
+
+    def write(self, table: Any) -> None:
+        """Append ``table``'s rows (of the file's schema)."""
+        if table.num_rows:
+            self.writer.write_table(table)
+
+    def put(self) -> str:
+        """The file, complete, copied to its staging path; that relative path."""
+        self.writer.close()
+        self.storage.upload(self.local, self.rel)
+        return self.rel
 
 
 def reason_kind(reason: str | None) -> str:

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..keyed_backend import create_backend
 from ..checkpoint import CheckpointStore, fence
@@ -55,13 +55,14 @@ class OpenOperator:
 
 @dataclass
 class Processed:
-    """What a partition's records and watermark produced, before the commit: the results, the late
+    """What a partition's records and watermark produced, before the commit: how many results (handed
+    over step by step as they were made), the late
     records kept (``late``, rows with a reason) and the records the operator refused (``refused``), as
     tables of the job's schemas; records dropped as late without a side output; how the state was had
     (``fast``: kept open as it was; ``caught_up``: brought forward; ``migrated``: cells migrated) and
     the seconds spent getting it and running the operator."""
 
-    results: Any
+    results: int
     late: Any | None
     refused: Any | None
     dropped: int
@@ -159,9 +160,10 @@ class LocalRun:
         self.store = CheckpointStore(job.checkpoint, retain=job.retain, key=job.checkpoint_key)
         self.slot: OpenOperator | None = None
 
-    def process(self, valid: Any) -> Processed:
+    def process(self, valid: Any, results: Callable[[Any], None]) -> Processed:
         """Run the operator over ``valid`` (the partition's records in replay-stable order) and the
-        epoch's watermark."""
+        epoch's watermark; its results go to ``results`` as tables of the result schema, a bounded step
+        of the operator's work at a time (``Output.end_step``), in order."""
         job = self.job
         t0 = time.perf_counter()
         self.slot, fast, caught_up = acquire(job, self.epoch, self.store, self.kgs)
@@ -171,16 +173,28 @@ class LocalRun:
         late_before = op.metrics.get("late_dropped", 0)
         watermark_before = op.current_watermark()
         timestamps = valid.column(TS).to_numpy()
-        # Arrow in: the operator makes Python values only of what it hands to Python code
-        op.process_columns(valid.column(job.columns[0]), timestamps, [valid.column(c) for c in job.row_columns])
-        release_free_memory()  # the records' working memory, freed: the watermark's fires do not stack on it
-        if self.epoch.watermark is not None:
-            op.process_watermark(self.epoch.watermark)
-        results = parts_table(out.drain_parts(), job.result_schema, "result")
+        count = 0
+
+        def hand_over(parts: list) -> None:
+            nonlocal count
+            table = parts_table(parts, job.result_schema, "result")
+            count += table.num_rows
+            results(table)
+
+        out.hand_over(hand_over)
+        try:
+            # Arrow in: the operator makes Python values only of what it hands to Python code
+            op.process_columns(valid.column(job.columns[0]), timestamps, [valid.column(c) for c in job.row_columns])
+            release_free_memory()  # the records' working memory, freed: the watermark's fires do not stack on it
+            if self.epoch.watermark is not None:
+                op.process_watermark(self.epoch.watermark)
+            out.end_step()  # what the last step (or an operator that hands over at once) left
+        finally:
+            out.hand_over(None)
         reason = f"late: behind watermark {watermark_before}"
         late = [tuple(row) + (reason,) for row, _ in out.drain_side(LATE_TAG)]
         refused = [_invalid_row(job, r) for r, _ in out.drain_side(INVALID_TAG)]
-        return Processed(results, output_table(late, job.late_schema, "late") if late else None,
+        return Processed(count, output_table(late, job.late_schema, "late") if late else None,
                          output_table(refused, job.invalid_schema, "invalid") if refused else None,
                          op.metrics.get("late_dropped", 0) - late_before, fast, caught_up, migrated,
                          t1 - t0, time.perf_counter() - t1)

@@ -3,7 +3,8 @@
 The task's worker checks its input, hands the partition's records to the process that keeps the
 partition's state (``runtime.open_run``: its state host by default; the worker itself with
 ``state_host=worker``; ``slots`` holds the rules of kept state), injects the test faults around the
-commit, and stages the outputs for the driver to publish.
+commit, and stages the outputs for the driver to publish (the results written as the operator hands them
+over, a step at a time, into a local file staged once the commit is done).
 """
 
 from __future__ import annotations
@@ -83,20 +84,24 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
     order = pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")])  # replay-stable order
     valid = valid.select([*job.columns, TS]).take(order)  # what the operator reads: no routing columns
     t1 = time.perf_counter()
+    attempt = f"p{index:05d}-{uuid.uuid4().hex[:12]}"
     run = open_run(job, epoch, index, LocalRun)
-    try:
-        with gc_paused():  # no collections mid-epoch (in the snapshot either); one at its end
-            done = run.process(valid)
-            t2 = time.perf_counter()
-            _maybe_fail(job, epoch.epoch, index, "before-commit")
-            timestamps = valid.column(TS)
-            max_ts = timestamps[-1].as_py() if len(timestamps) else None
-            committed = run.commit(max_ts)
-    except BaseException:
-        run.abort()
-        raise
-    _maybe_fail(job, epoch.epoch, index, "after-commit")
-    tables = {RESULTS: done.results}
+    # the results are written as the operator hands them over, a step at a time; staged once committed
+    with job.sink.staging_file(epoch.epoch, f"{RESULTS}-{attempt}", job.result_schema) as staged:
+        try:
+            with gc_paused():  # no collections mid-epoch (in the snapshot either); one at its end
+                done = run.process(valid, staged.write)
+                t2 = time.perf_counter()
+                _maybe_fail(job, epoch.epoch, index, "before-commit")
+                timestamps = valid.column(TS)
+                max_ts = timestamps[-1].as_py() if len(timestamps) else None
+                committed = run.commit(max_ts)
+        except BaseException:
+            run.abort()
+            raise
+        _maybe_fail(job, epoch.epoch, index, "after-commit")
+        files = {RESULTS: staged.put()}
+    tables: dict[str, Any] = {}
     if done.late is not None:
         tables[LATE_TAG] = done.late
     if invalid.num_rows or done.refused is not None:
@@ -105,14 +110,13 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
             parts.append(done.refused)
         tables[INVALID_TAG] = pa.concat_tables(parts)
     refused = 0 if done.refused is None else done.refused.num_rows
-    attempt = f"p{index:05d}-{uuid.uuid4().hex[:12]}"
-    files = {tag: job.sink.stage(epoch.epoch, f"{tag}-{attempt}", table) for tag, table in tables.items()}
+    files.update({tag: job.sink.stage(epoch.epoch, f"{tag}-{attempt}", table) for tag, table in tables.items()})
     future = (pc.sum(pc.starts_with(invalid.column(WHY), FUTURE_REASON)).as_py() or 0) if invalid.num_rows else 0
     handover = (t2 - t1) - done.restore_seconds - done.process_seconds  # reaching the host, records both ways
     stats = {
         "partition": index, "records": valid.num_rows - refused, "invalid": invalid.num_rows + refused,
         "future": future, "late": (0 if done.late is None else done.late.num_rows) + done.dropped,
-        "results": done.results.num_rows, "max_ts": max_ts, "fast_path": done.fast, "caught_up": done.caught_up,
+        "results": done.results, "max_ts": max_ts, "fast_path": done.fast, "caught_up": done.caught_up,
         "migrated": done.migrated, "files": files, "state_entries": committed.state_entries,
         "state_process": committed.process, "state_bytes": committed.state_bytes,
         "memory_warning": committed.memory_warning,

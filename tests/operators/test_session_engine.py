@@ -28,6 +28,7 @@ from statekit.operators.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import Output, WindowRowsFunction
+from statekit.operators.output import records_of
 from tests.operators_support import Concat, KeyedWindowResult, fresh_stretch
 
 GAP = 10
@@ -221,13 +222,19 @@ def test_engine_takes_keys_in_bounded_batches(backend_name, tmp_path, monkeypatc
     engine.process_columns(*columns_of(recs))
     assert reads == [2, 2, 2, 2, 2], reads  # 10 keys, 2 at a time
     reads.clear(), due.clear()
+    handed: list[list] = []  # what the output held at the end of each step of the watermark, handed over then
+    engine.hand_over(lambda parts: handed.append(records_of(parts)))
     for h in (engine, reference):
         h.process_watermark(wm + 100)
+    engine.hand_over(None)
     fired = reference.output()
-    assert repr(engine.output()) == repr(fired) and len(fired) == 9
+    assert engine.output() == [] and repr(list(itertools.chain(*handed))) == repr(fired) and len(fired) == 9
     assert repr(engine.side_output("late")) == repr(reference.side_output("late"))
-    # the heap takes every due key at once; RocksDB's steps take a key's fire and its cleanup (lateness 7) apart
+    # the heap takes every due key at once; RocksDB's steps take a key's fire and its cleanup (lateness 7) apart,
+    # and hand each step's results over before the next: never more than the step's 2 keys' sessions held
     assert due == [9] if backend_name == "heap" else max(due) <= 2 and sum(due) == 18, due
+    sizes = [len(h) for h in handed]
+    assert sizes == [9] if backend_name == "heap" else max(sizes) <= 2 and len(sizes) >= 5, sizes
     examples = itertools.count(1)
 
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -145,13 +145,14 @@ def _epoch(job: JobPlan, number: int, batch: pa.Table) -> tuple[object, list[tup
     ts = batch.column(TS).to_pylist()
     plan = EpochPlan(number, number - 1 if number else None, MAX_TIMESTAMP if final else max(ts) - 10_000, final=final)
     run = host.hosted_run(job, plan, 0, LocalRun)
+    results: list[pa.Table] = []
     try:
-        done = run.process(batch)
+        done = run.process(batch, results.append)
         run.commit(max(ts) if ts else None)
     except BaseException:
         run.abort()
         raise
-    return run, [tuple(r.values()) for r in done.results.to_pylist()], done.fast
+    return run, [tuple(r.values()) for t in results for r in t.to_pylist()], done.fast
 
 
 def _run_all(job: JobPlan) -> tuple[list[type], list[tuple]]:

@@ -8,6 +8,7 @@ import pickle
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from statekit.spark.epochs import EpochLog, EpochRecord
 from statekit.spark.output_dir import STAGING, OutputDir
@@ -69,3 +70,27 @@ def test_epoch_log_keeps_an_epochs_intent_for_its_replays_until_commit(tmp_path)
     assert log.last().next_watermark(15) == 5 and log.last().next_watermark(30) == -5  # never decreases
     assert log.intent(1, {"time_limit": 50}) == {"time_limit": 50}
     assert not (tmp_path / "_driver" / "intent=0.json").exists()
+
+
+def test_a_staging_file_written_in_pieces_is_staged_whole_and_only_when_put(tmp_path, monkeypatch):
+    """A task's results go to a local file a step at a time: staged as one file once put; a file not put
+    (the attempt failed) stages nothing; neither leaves its local file behind."""
+    import tempfile
+
+    local = tmp_path / "local"
+    local.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(local))
+    out = OutputDir(str(tmp_path / "out"))
+    with out.staging_file(0, "r-p0-a", table().schema) as staged:
+        for piece in (table(1, 2), table(), table(3)):
+            staged.write(piece)
+        assert not (tmp_path / "out" / STAGING).exists()  # nothing staged before the put
+        rel = staged.put()
+    with pytest.raises(RuntimeError, match="the attempt failed"):
+        with out.staging_file(0, "r-p1-a", table().schema) as failed:
+            failed.write(table(99))
+            raise RuntimeError("the attempt failed")
+    assert sorted(p.name for p in (tmp_path / "out" / STAGING / "epoch=0").iterdir()) == ["r-p0-a.parquet"]
+    assert list(local.iterdir()) == []
+    out.publish(0, {0: rel})
+    assert published(tmp_path / "out") == {"part-00000.parquet": [1, 2, 3]}

@@ -229,6 +229,30 @@ def test_a_task_whose_new_host_ends_too_fails_naming_the_host_and_epoch(monkeypa
         run_._begin(("task",))
 
 
+def test_a_hosts_results_reach_the_task_a_step_at_a_time_before_its_reply(monkeypatch):
+    """The host streams each step's result table as the operator hands it over; the worker takes each as it
+    comes (to its staging file), in order, then the host's reply."""
+    import pyarrow as pa
+
+    steps = [pa.table({"x": [1, 2]}), pa.table({"x": [3]})]
+    ours, theirs = Pipe()
+
+    def serve():
+        theirs.recv()
+        theirs.send(host.TAKEN)
+        host.recv_table(theirs)  # the records
+        for table in steps:
+            host.send_results(theirs, table)
+        theirs.send(("ok", "processed", None))
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setattr(host, "_connect", lambda base, job: ours)
+    got: list = []
+    run_ = host.HostedRun(_job(1), EpochPlan(3, 2, None), 1, LocalRun, pickle.dumps)
+    assert run_.process(pa.table({"k": [1]}), got.append) == "processed"
+    assert [t.to_pydict() for t in got] == [{"x": [1, 2]}, {"x": [3]}]
+
+
 def test_state_host_worker_keeps_the_state_in_the_workers(spark, sample, reference, tmp_path):
     spark.conf.set("spark.statekit.state_host", "worker")
     try:

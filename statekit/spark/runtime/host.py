@@ -69,6 +69,8 @@ from .wire import recv_table, send_table
 _MAIN = "import sys; from statekit.spark.runtime.host import main; main(sys.argv[1:])"
 TAKEN = "taken"
 """A host's answer to a task's first message: it serves this task."""
+RESULTS = "results"
+"""A host's message before a result table it streams to the task's worker (a step's results)."""
 _START_SECONDS = 60.0
 """How long a worker waits for a host it started to listen."""
 _RETRIED = ("the task fails; Spark retries it when spark.task.maxFailures allows, and a retry restores from the "
@@ -159,13 +161,13 @@ class HostedRun:
         self.base = os.path.join(runtime_dir(), host_name(job.app_id, job.operator_id, job.checkpoint, self.number))
         self.conn: Connection | None = None
 
-    def process(self, valid: Any) -> Any:
+    def process(self, valid: Any, results: Callable[[Any], None]) -> Any:
         task = (self.dumps((self.local, self.job)), self.epoch, self.index, list(sys.path))
         release_free_memory()  # a worker waits for its host (busy with another task), then while it works:
         self._begin(task)      # at the size of its records, not of the copies that made them
         send_table(self.conn, valid)
         release_free_memory()  # nor of the buffer that sent them
-        return self._reply()
+        return self._reply(results)
 
     def _begin(self, task: tuple) -> None:
         """Hand ``task`` to the host, reached first; a host that ended without taking it (it committed a
@@ -195,10 +197,14 @@ class HostedRun:
             self.conn.close()
             self.conn = None
 
-    def _reply(self) -> Any:
+    def _reply(self, results: Callable[[Any], None] | None = None) -> Any:
+        """The host's answer; the result tables it streams before it (``RESULTS``) go to ``results`` as they come."""
         assert self.conn is not None, "a reply before the task"
         try:
             status, value, text = self.conn.recv()
+            while status == RESULTS:  # only before the reply to ``process``, which passes ``results``
+                results(recv_table(self.conn))
+                status, value, text = self.conn.recv()
         except (EOFError, OSError) as e:
             raise HostError(f"state host of partition {self.index} went away during epoch {self.epoch.epoch} "
                             f"({type(e).__name__}); {_RETRIED}") from None
@@ -293,7 +299,7 @@ def _serve_task(conn: Connection) -> bool:
         local, job = pickle.loads(job_bytes)
         _served.add(local)
         run = local(job, epoch, index)
-        processed = run.process(valid)
+        processed = run.process(valid, lambda table: send_results(conn, table))
         del valid  # the epoch's records: not kept through the commit
         conn.send(("ok", processed, None))
         del processed  # sent: its tables are not kept through the commit either
@@ -311,6 +317,12 @@ def _serve_task(conn: Connection) -> bool:
             value = pickle.dumps(None)
         conn.send(("error", value, traceback.format_exc()))
     return True
+
+
+def send_results(conn: Connection, table: Any) -> None:
+    """A step's result table to the task's worker, which stages it before the host's reply."""
+    conn.send((RESULTS, None, None))
+    send_table(conn, table)
 
 
 def serve(path: str, executor_pid: int, idle_seconds: float, secret: bytes) -> None:

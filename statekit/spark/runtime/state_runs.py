@@ -8,7 +8,7 @@ partition's state host. It knows that side by these two interfaces, never by imp
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..plan import EpochPlan, JobPlan
 
@@ -16,8 +16,9 @@ from ..plan import EpochPlan, JobPlan
 class StateRun(Protocol):
     """One task's state work: ``process`` the partition's records, then ``commit`` or ``abort``."""
 
-    def process(self, valid: Any) -> Any:
-        """Run the operator over ``valid`` (a pyarrow table of the partition's records, in replay-stable order)."""
+    def process(self, valid: Any, results: Callable[[Any], None]) -> Any:
+        """Run the operator over ``valid`` (a pyarrow table of the partition's records, in replay-stable order),
+        handing its results to ``results`` as pyarrow tables, a bounded step at a time."""
 
     def commit(self, max_ts: int | None) -> Any:
         """Commit the processed state as the epoch's snapshot."""
