@@ -57,8 +57,17 @@ class StagedInput:
 
     def add(self, i: int) -> None:
         """Add file ``i``; the file source takes the oldest first, so its time follows the earlier ones'."""
-        shutil.copy(self.files[i], self.inp / self.files[i].name)
-        os.utime(self.inp / self.files[i].name, (time.time() + i, time.time() + i))
+        copy_in_name_order([self.files[i]], self.inp, first=i)
+
+
+def copy_in_name_order(files: list[Path], directory: Path, first: int = 0) -> None:
+    """Copy ``files`` into ``directory`` with modification times a second apart in name order (the ``first``-th
+    second from now on): Spark's file source takes the oldest first, and statekit refuses a stream's files whose
+    times tie (as files written in one loop do)."""
+    now = time.time()
+    for i, f in enumerate(sorted(files), start=first):
+        shutil.copy(f, directory / f.name)
+        os.utime(directory / f.name, (now + i, now + i))
 
 
 def staged_input(spark: Any, root: Path, events: int, keys: int, seed: int, files: int) -> StagedInput:

@@ -77,14 +77,15 @@ def test_more_invalid_records_than_the_limit_exits_3_after_committing(spark, tmp
 def test_a_run_whose_records_are_all_invalid_exits_3_from_the_command_line(tmp_path):
     inp = tmp_path / "in"
     inp.mkdir()
-    (inp / "part-00000.csv").write_text("user_id,ts_ms,value\nu1,n/a,1\nu2,soon,1\n,5000,1\n")
+    # times pre-flight takes (most of the first ones are times), every record invalid all the same
+    (inp / "part-00000.csv").write_text("user_id,ts_ms,value\nu1,n/a,1\n,5000,1\n,6000,1\n")
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "statekit.cli", *argv(inp, out, "--master", "local[1]")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == EXIT_INVALID, r.stderr[-3000:]
-    assert ("sessionize: error: every record of this run was invalid (most often: unparsable time, 2 records); they "
+    assert ("sessionize: error: every record of this run was invalid (most often: null key, 2 records); they "
             f"are in {out}/_invalid with their reasons") in r.stderr
-    assert f"0 sessions, 0 late, 3 invalid (unparsable time 2, null key 1; in {out}/_invalid)" in r.stdout
+    assert f"0 sessions, 0 late, 3 invalid (null key 2, unparsable time 1; in {out}/_invalid)" in r.stdout
     # Spark logs errors only: no WARN line nor its log-level banner before (or after) statekit's output
     assert not re.search(r"\bWARN\b|Setting default log level|log4j", r.stderr), r.stderr[-3000:]
 

@@ -6,7 +6,6 @@ Spark's own checkpoint on a scheme Hadoop cannot write is refused before anythin
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from statekit.checkpoint import inspect_checkpoint
-from tests.spark_support import COLUMNS, clickstream, spark_sessions, write_input
+from tests.spark_support import COLUMNS, clickstream, copy_in_name_order, spark_sessions, write_input
 
 pytestmark = pytest.mark.spark
 
@@ -100,8 +99,7 @@ def test_sessionize_on_s3_commit_restart_rescale_through_an_outage(spark, tmp_pa
 
     def add(*indexes: int) -> None:
         for i in indexes:
-            shutil.copy(files[i], inp / files[i].name)
-            os.utime(inp / files[i].name, (time.time() + i, time.time() + i))  # the file source takes the oldest first
+            copy_in_name_order([files[i]], inp, first=i)
 
     where = ["--output", "s3://statekit/out", "--checkpoint", "s3a://statekit/ckpt",
              "--spark-checkpoint", str(tmp_path / "spark-ckpt"), "--backend", "rocksdb"]

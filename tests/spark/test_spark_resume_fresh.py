@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 from statekit.jobs import sessionize
 from statekit.spark import run_keyed
 from statekit.testing import BACKENDS
-from tests.spark_support import clickstream, code_module, output_rows, spark_sessions, staged_input, write_input
+from tests.spark_support import clickstream, code_module, copy_in_name_order, output_rows, spark_sessions, staged_input, write_input
 
 pytestmark = pytest.mark.spark
 
@@ -53,8 +51,7 @@ def test_resume_and_rescale_in_new_applications(spark, tmp_path, layout, backend
     inp.mkdir()
     files = sorted(staged.iterdir())
     for i, (f, backend, partitions) in enumerate(zip(files, backends, itertools.cycle(PARTITIONS))):
-        shutil.copy(f, inp / f.name)
-        os.utime(inp / f.name, (time.time() + i, time.time() + i))  # the file source takes the oldest first
+        copy_in_name_order([f], inp, first=i)
         if i == 0:  # nothing to restore yet
             sessionize(spark, input=str(inp), output=str(out), checkpoint=str(ckpt), key="user_id", time="ts_ms",
                        gap="30s", watermark_delay="10s", aggs=["sum:value", "count"], backend=backend,

@@ -25,7 +25,7 @@ from statekit.spark.api import default_state_hosts
 from statekit.spark.plan import EpochPlan
 from statekit.spark.runtime import host, spawner
 from statekit.spark.slots import LocalRun
-from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
+from tests.spark_support import DELAY, GAP, clickstream, copy_in_name_order, output_rows, spark_sessions, write_input
 
 pytestmark = pytest.mark.spark
 FILES = 4
@@ -103,8 +103,7 @@ def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sampl
     growing, out = tmp_path / "in", tmp_path / "out"
     growing.mkdir()
     files = sorted(sample.iterdir())
-    for f in files[:2]:
-        (growing / f.name).write_bytes(f.read_bytes())
+    copy_in_name_order(files[:2], growing)
     spark.conf.set("spark.statekit.state_hosts", str(hosts))
     try:
         run(spark, growing, out, "heap", final=False)
@@ -116,8 +115,7 @@ def test_a_host_killed_between_epochs_is_started_again_and_restores(spark, sampl
         victim.send_signal(signal.SIGKILL)  # leaves its socket file behind
         _gone(victim)
         assert os.path.exists(socks[0])
-        for f in files[2:]:
-            (growing / f.name).write_bytes(f.read_bytes())
+        copy_in_name_order(files[2:], growing, first=2)
         summary = run(spark, growing, out, "heap")
     finally:
         spark.conf.unset("spark.statekit.state_hosts")

@@ -10,10 +10,8 @@ import csv
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -28,7 +26,7 @@ from statekit.jobs import sessionize
 from statekit.spark import InputError
 from statekit.spark.event_time import OUT_OF_RANGE, TimeSpec
 from statekit.spark.records import TIME_BOUND, Router, routing_values
-from tests.spark_support import clickstream
+from tests.spark_support import clickstream, copy_in_name_order
 
 pytestmark = pytest.mark.spark
 GAP_MS = 30_000
@@ -295,8 +293,7 @@ def test_timestamp_input_resumes_in_a_new_application_and_refuses_another_time_s
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
     for i, f in enumerate(sorted(staged.iterdir())):
-        shutil.copy(f, inp / f.name)
-        os.utime(inp / f.name, (time.time() + i, time.time() + i))  # the file source takes the oldest first
+        copy_in_name_order([f], inp, first=i)
         _cli(inp, out, *(["--final"] if i == 1 else []))
     rows, spark_type, _ = _sessions(spark, out)
     assert rows == _reference(clicks, _us) and spark_type == "timestamp"
