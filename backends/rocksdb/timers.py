@@ -16,7 +16,7 @@ from typing import Any, Iterator, Sequence
 
 from rocksdict import WriteBatch
 
-from statekit import Timer, TimerQueue, decode_timer
+from statekit import StateError, Timer, TimerQueue, decode_timer
 from statekit.timers import decode_timers, due_bound, sort_key_timestamp
 
 from .db import Closed
@@ -29,6 +29,16 @@ _SIZE_KEY = b""
 """Where a snapshot's copy of the column family holds the queue's timer count (before every sort key): written
 just before RocksDB's checkpoint and deleted from the live database right after it, so only the checkpoint
 keeps it, and a queue opened on that checkpoint takes it (deleting it) instead of counting every timer."""
+
+
+def _recorded_size(raw: bytes, any_timer: bool) -> int:
+    """The timer count a snapshot recorded (``_SIZE_KEY``), refused (StateError) unless it is eight bytes and
+    agrees with whether the queue holds a timer at all: a count of 0 over stored timers would never fire them."""
+    size = int.from_bytes(raw, "big") if len(raw) == 8 else -1
+    if size < 0 or (size > 0) != any_timer:
+        raise StateError(f"a restored timer queue records {raw.hex()!r} as its timer count, and "
+                         f"{'holds' if any_timer else 'holds no'} timers: the checkpoint is corrupt")
+    return size
 
 
 class RocksDBTimerQueue(TimerQueue):
@@ -48,7 +58,9 @@ class RocksDBTimerQueue(TimerQueue):
             self._size = sum(1 for _ in scan_from(db, None))
         else:
             db.delete(_SIZE_KEY)
-            self._size = int.from_bytes(size, "big")
+            first = db.iter()
+            first.seek_to_first()
+            self._size = _recorded_size(size, first.valid())
         self._bound: bytes | None = b"" if self._size else None
 
     # -- cache bookkeeping ---------------------------------------------------------------------

@@ -216,6 +216,8 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
     if not connect_server:
         find_java()  # what Spark needs first
     files = output.rstrip("/") + "/_statekit" if output_format == "delta" else output
+    if local(in_use := job_checkpoint(files, checkpoint)):  # a second run is refused at once, before its input is read
+        refuse_checkpoint_in_use(in_use)
     if local(input) and not connect_server:
         required = [(key, "key"), (time, "time")]
         required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]
@@ -225,5 +227,3 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
                     unit_given=unit_given)
     if local(files):
         check_output_is_own(files, checkpoint)
-    if local(in_use := job_checkpoint(files, checkpoint)):  # a second run is refused at once, not after Spark started
-        refuse_checkpoint_in_use(in_use)

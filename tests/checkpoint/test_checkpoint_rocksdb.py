@@ -149,3 +149,19 @@ def test_state_entries_count_the_cells_left_not_keys_overwritten_or_deleted(tmp_
     stats = store.commit("op", 6, b).manifest.stats
     assert stats["states_estimated"] and stats["states"]["v"] > 10
     b.close()
+
+
+@pytest.mark.parametrize("recorded", [(0).to_bytes(8, "big"), b"\x01"])
+def test_a_snapshots_timer_count_that_cannot_be_true_is_refused(tmp_path, recorded):
+    """A count of 0 over stored timers would leave them unfired forever; a count that is not eight bytes is no
+    count: either is a corrupt checkpoint, refused as it opens, not trusted."""
+    from rocksdict import Options, Rdict
+
+    from statekit.backends.rocksdb.timers import _SIZE_KEY, RocksDBTimerQueue
+
+    db = Rdict(str(tmp_path / "db"), Options(raw_mode=True))
+    db.put(b"\x00\x00timer", b"x")
+    db.put(_SIZE_KEY, recorded)
+    with pytest.raises(StateError, match="as its timer count, and holds timers: the checkpoint is corrupt"):
+        RocksDBTimerQueue(db, None, 4)
+    db.close()
