@@ -7,6 +7,7 @@ PARTS = {
     "snapshots": "statekit.bench.snapshots",
     "memory": "statekit.bench.memory",
     "spark": "statekit.bench.spark",
+    "open-sessions": "statekit.bench.open_sessions",
 }
 """Part name -> module with ``run(quick) -> BenchReport``, in the order ``all`` runs them."""
 

@@ -8,8 +8,9 @@ import multiprocessing as mp
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import psutil
 from tqdm import tqdm
@@ -28,6 +29,9 @@ PYTHON, JVM, WORKERS, HOSTS, OTHER = "python", "jvm", "python workers", "state h
 """Roles in a process tree: the benchmark process itself, Java descendants (Spark's driver JVM),
 Python descendants (Spark's Python workers, forked by the JVM's daemon), statekit's state hosts
 (started by the workers) and anything else (shells)."""
+STATEKIT_PYTHON = "statekit python"
+"""Not a role of its own: the Python workers and state hosts of one sample summed (statekit's Python processes
+on Spark: its daemon, the workers and the hosts), whose peak ``PeakRSS.by_role`` keeps beside the roles'."""
 
 
 @dataclass
@@ -95,6 +99,8 @@ class TreeSampler(threading.Thread):
             except psutil.Error:  # exited between listing and reading
                 continue
         self.peak.total = max(self.peak.total, sum(sums.values()))
+        if WORKERS in sums or HOSTS in sums:
+            sums[STATEKIT_PYTHON] = sums.get(WORKERS, 0) + sums.get(HOSTS, 0)
         for role, rss in sums.items():
             self.peak.by_role[role] = max(self.peak.by_role.get(role, 0), rss)
 
@@ -179,6 +185,51 @@ def rate(count: int, seconds: float) -> float:
 def progress(iterable: Iterable, total: int | None = None, desc: str = "") -> Iterable:
     """A tqdm progress bar on stderr."""
     return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False, mininterval=0.5)
+
+
+@contextmanager
+def watched(count: Callable[[], int], total: int | None, desc: str, interval: float = 1.0) -> Iterator[None]:
+    """A progress bar on stderr of ``count()``, polled every ``interval`` seconds while the block runs: the
+    progress of a long run in another process (read from the files it writes)."""
+    bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
+    done = threading.Event()
+
+    def poll() -> None:
+        quiet = 0
+        while not done.wait(interval):
+            n = count()
+            quiet = 0 if n != bar.n else quiet + 1
+            if quiet % 30 == 0:  # on news, else now and then: the elapsed time
+                bar.n = n
+                bar.refresh()
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        yield
+    finally:
+        done.set()
+        poller.join()
+        bar.close()
+
+
+def check_names(names: list[str], valid: Iterable[str], what: str, example: str) -> list[str]:
+    """``names`` if each is one of ``valid``; else a ValueError naming the unknown ones and the valid ones (a
+    part's ``--variants`` or ``--runs``: ``what`` they are, an ``example`` list)."""
+    valid = list(valid)
+    unknown = [n for n in names if n not in valid]
+    if unknown or not names:
+        raise ValueError(f"unknown {what}(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
+                         f"valid: {', '.join(valid)} (comma-separated, e.g. {example})")
+    return names
+
+
+def count_tag(n: int) -> str:
+    """``1m``, ``400k``, ``2500``: a count in a report's name."""
+    for size, suffix in ((1_000_000, "m"), (1_000, "k")):
+        if n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
 
 
 CLICKS_SEED = 7

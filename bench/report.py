@@ -54,12 +54,14 @@ class Series:
 
 @dataclass
 class BenchReport:
-    """What one bench part measured, with the parameters and machine it ran on."""
+    """What one bench part measured, with the parameters and machine it ran on; ``failures``: what a run got
+    wrong (written with the report, then ``statekit bench`` exits non-zero)."""
 
     part: str
     params: dict[str, Any] = field(default_factory=dict)
     figures: list[Figure] = field(default_factory=list)
     series_list: list[Series] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
     def add(self, name: str, unit: str, heap: float | None = None, rocksdb: float | None = None,
             baseline: float | None = None, baseline_name: str = "", notes: str = "") -> Figure:
@@ -80,6 +82,7 @@ class BenchReport:
             "params": self.params,
             "figures": [{**asdict(f), "ratio": f.ratios()} for f in self.figures],
             "series": [asdict(s) for s in self.series_list],
+            "failures": self.failures,
         }
 
     def to_markdown(self) -> str:
@@ -94,7 +97,8 @@ class BenchReport:
         head = (f"## {self.part}\n\nMachine: {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}. "
                 f"Ratios: baseline/backend for rates (how many times slower), backend/baseline otherwise.\n\n"
                 f"Parameters: `{json.dumps(self.params, sort_keys=True)}`\n\n")
-        return head + "\n".join(rows) + "\n"
+        failed = "".join(f"\n**FAILED:** {f}\n" for f in self.failures)
+        return head + "\n".join(rows) + "\n" + failed
 
     def write(self, out_dir: str | Path) -> dict[str, Path]:
         """Write <part>.json, <part>.md and (when there are series) <part>.png into ``out_dir``."""

@@ -8,6 +8,7 @@ import importlib
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Callable
 
 from statekit.help_format import HelpFormatter
 
@@ -16,32 +17,46 @@ from . import PARTS
 
 def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default",
               state_layout: str | None = None, remote: str | None = None, users: list[int] | None = None,
-              fmt: str = "parquet", variants: list[str] | None = None, seed: int | None = None) -> dict[str, dict]:
-    """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
-    spark_only = {**({"scale": scale} if scale != "default" else {}),
-                  **({"state_layout": state_layout} if state_layout else {}),
-                  **({"remote": remote} if remote else {}), **({"users": users} if users else {}),
-                  **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {}),
-                  **({"seed": seed} if seed is not None else {})}
-    if spark_only and parts != ["spark"]:
-        flags = " ".join(f"--{_FLAGS.get(k, k.replace('_', '-'))} {_text(v)}" for k, v in spark_only.items())
-        raise SystemExit(f"{flags} applies to the spark part only: statekit bench spark {flags}")
-    written = {}
+              fmt: str = "parquet", variants: list[str] | None = None, seed: int | None = None,
+              open_sessions: list[int] | None = None, epoch_records: int | None = None, runs: list[str] | None = None,
+              memory_budget: str | None = None) -> dict[str, dict]:
+    """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part; exit non-zero
+    after writing them when a part's report lists failures (a run that got its answer wrong)."""
+    only = {"spark": {**({"scale": scale} if scale != "default" else {}),
+                      **({"state_layout": state_layout} if state_layout else {}),
+                      **({"remote": remote} if remote else {}), **({"users": users} if users else {}),
+                      **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {}),
+                      **({"seed": seed} if seed is not None else {})},
+            OPEN_SESSIONS: {**({"open_sessions": open_sessions} if open_sessions else {}),
+                            **({"epoch_records": epoch_records} if epoch_records else {}),
+                            **({"runs": runs} if runs else {}),
+                            **({"memory_budget": memory_budget} if memory_budget else {})}}
+    for part, options in only.items():
+        if options and parts != [part]:
+            flags = " ".join(f"--{_FLAGS.get(k, k.replace('_', '-'))} {_text(v)}" for k, v in options.items())
+            raise SystemExit(f"{flags} applies to the {part} part only: statekit bench {part} {flags}")
+    written, failures = {}, []
     for part in parts:
         if part not in PARTS:
             raise SystemExit(f"unknown bench part {part!r}; valid: {', '.join(PARTS)}, all")
         t0 = time.perf_counter()
         module = _part_module(part)
-        report = module.run(quick=quick, **spark_only)
+        extra = {"data_dir": out_dir / f"{OPEN_SESSIONS}-data"} if part == OPEN_SESSIONS else {}
+        report = module.run(quick=quick, **only.get(part, {}), **extra)
         paths = report.write(out_dir)
         print(f"[{part}] {time.perf_counter() - t0:.1f}s -> {', '.join(str(p) for p in paths.values())}")
         print(report.to_markdown())
         written[part] = paths
+        failures += [f"[{report.part}] {f}" for f in report.failures]
+    if failures:
+        raise SystemExit("bench runs got wrong answers (written to their reports):\n" + "\n".join(failures))
     return written
 
 
+OPEN_SESSIONS = "open-sessions"
+"""The part that keeps its generated input files in the output directory (``<out>/open-sessions-data``)."""
 _FLAGS = {"fmt": "format"}
-"""run_parts' spark-only arguments whose flag is not their name."""
+"""run_parts' part-only arguments whose flag is not their name."""
 
 
 def _text(value: object) -> str:
@@ -58,18 +73,33 @@ def _part_module(part: str) -> ModuleType:
                          f"pip install 'statekit[bench]'") from None
 
 
-def _user_counts(text: str) -> list[int]:
-    """``--users 10000,400000``: positive whole numbers, comma-separated."""
-    counts = []
-    for item in text.split(","):
-        try:
-            counts.append(int(item))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{item.strip()!r} is not a whole number; pass user counts "
-                                             f"comma-separated, e.g. 10000,400000,1000000") from None
-        if counts[-1] <= 0:
-            raise argparse.ArgumentTypeError(f"user counts must be positive, got {counts[-1]}")
-    return counts
+def _whole(item: str, what: str, example: str) -> int:
+    """``item`` as a positive whole number, else an argument error naming it and ``what`` to pass (as ``example``)."""
+    try:
+        n = int(item)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{item.strip()!r} is not a whole number; pass {what}, {example}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{what} must be positive, got {n}")
+    return n
+
+
+def _counts(what: str, example: str) -> Callable[[str], list[int]]:
+    """A parser of ``what`` (``--users 10000,400000``): positive whole numbers, comma-separated."""
+    return lambda text: [_whole(item, what, f"comma-separated, e.g. {example}") for item in text.split(",")]
+
+
+def _epoch_records(text: str) -> int:
+    """``--epoch-records 250000``: a positive whole number."""
+    return _whole(text, "records per epoch", "e.g. 250000")
+
+
+def _runs(text: str) -> list[str]:
+    """``--runs rocksdb,native``: names of the open-sessions part's runs (checked by the part itself)."""
+    try:
+        return _part_module(OPEN_SESSIONS).check_runs([n.strip() for n in text.split(",") if n.strip()])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _variants(text: str) -> list[str]:
@@ -97,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="spark only: the same runs on Spark Connect sessions: sc://host:port (a running server, "
                          "whose Python workers have statekit) or local[2] (a server started per run); writes "
                          "spark-*-connect.*")
-    ap.add_argument("--users", type=_user_counts, default=None, metavar="N,N,...",
+    ap.add_argument("--users", type=_counts("user counts", "10000,400000,1000000"), default=None, metavar="N,N,...",
                     help="spark only: user counts, comma-separated (e.g. 10000,400000,1000000), instead of the "
                          "scale's (writes spark-*-users-10k-400k-1m.*)")
     ap.add_argument("--format", dest="fmt", choices=["csv", "parquet"], default="parquet",
@@ -112,7 +142,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=None, metavar="N",
                     help="spark only: draw the clickstream with another seed, data no tuning has seen (writes "
                          "spark-*-seed-N.*)")
+    ap.add_argument("--open-sessions", type=_counts("open session counts", "1000000,10000000"), default=None,
+                    metavar="N,N,...", help="open-sessions only: how many users (one open session each) per size, "
+                    "instead of 10^6, 10^7 and 3 x 10^7 (quick: 2 x 10^4)")
+    ap.add_argument("--epoch-records", type=_epoch_records, default=None, metavar="N",
+                    help="open-sessions only: records per input file, so per epoch (default 250000; quick 10000)")
+    ap.add_argument("--runs", type=_runs, default=None, metavar="NAME,...",
+                    help="open-sessions only: the runs to make, comma-separated, of rocksdb (sessionize --backend "
+                         "rocksdb, its default layout: cells), table (the same, --state-layout table), heap (--backend "
+                         "heap, its default: table) "
+                         "and native (Spark's session_window, RocksDB state store); default: all (quick: rocksdb,native)")
+    ap.add_argument("--memory-budget", default=None, metavar="SIZE",
+                    help="open-sessions only: spark.statekit.memory_budget of statekit's runs (e.g. 2g; default: "
+                         "statekit's own)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout, args.remote, args.users, args.fmt,
-              args.variants, args.seed)
+              args.variants, args.seed, args.open_sessions, args.epoch_records, args.runs, args.memory_budget)

@@ -46,7 +46,8 @@ from typing import Any, Callable, Iterator
 
 from statekit.clickstream import Click, sessionize_reference
 
-from .common import CLICKS_SEED, DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, clicks, progress, rate, run_isolated, timed
+from .common import (CLICKS_SEED, DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, check_names, clicks,
+                     count_tag, progress, rate, run_isolated, timed)
 from .report import BenchReport
 from .user_logic import session_operator, vectorized_session_operator
 
@@ -75,7 +76,9 @@ SETTINGS = {
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What one run reads and where it writes; ``backend`` and ``state_layout`` for statekit's runs."""
+    """What one run reads and where it writes; ``backend`` and ``state_layout`` for statekit's runs; ``conf``:
+    Spark settings added to ``SETTINGS`` (``spark.statekit.memory_budget``); ``budget_s``: how long a Spark
+    baseline's query may run before it is stopped."""
 
     input_dir: str
     work: str
@@ -84,14 +87,17 @@ class RunSpec:
     state_layout: str | None = None
     """None: the backend's default layout (sessionize's)."""
     remote: str | None = None
+    conf: tuple[tuple[str, str], ...] = ()
+    budget_s: float = BUDGET_S
 
 
-def _spark(remote: str | None = None) -> Any:
-    """The same session settings for every run: a classic session on ``MASTER``, or with ``remote`` a Spark
-    Connect session (``sc://host:port``, or ``local[2]``: a Connect server started in this process)."""
+def _spark(spec: RunSpec) -> Any:
+    """The same session settings for every run (and the spec's ``conf``): a classic session on ``MASTER``, or with
+    ``remote`` a Spark Connect session (``sc://host:port``, or ``local[2]``: a Connect server started in this process)."""
     from statekit.spark import spark_session
 
-    return spark_session(None if remote else MASTER, SETTINGS, app_name="statekit bench", remote=remote)
+    return spark_session(None if spec.remote else MASTER, {**SETTINGS, **dict(spec.conf)}, app_name="statekit bench",
+                         remote=spec.remote)
 
 
 def _sessions(path: str) -> list[tuple]:
@@ -106,7 +112,8 @@ def _sessions(path: str) -> list[tuple]:
 
 
 def _statekit_metrics(summary: Any, seconds: float) -> dict:
-    """A statekit run's wall seconds and output, and its epochs' metrics summed (``_timing`` shows them)."""
+    """A statekit run's wall seconds and output, and its epochs' metrics summed (``_timing`` shows them); the
+    most state an epoch's processes held (``state_bytes``) and the first memory budget warning."""
     epochs = summary.epochs
     return {"seconds": seconds, "output": summary.output, "late": summary.total("late"),
             "batches": len(epochs), "snapshot_seconds": sum(m["snapshot_seconds"] for m in epochs),
@@ -114,14 +121,16 @@ def _statekit_metrics(summary: Any, seconds: float) -> dict:
             "setup_seconds": sum(m["setup_seconds"] for m in epochs),
             "restore_seconds": sum(m["restore_seconds"] for m in epochs),
             "fast_path": f"{sum(m['fast_path_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}",
-            "caught_up": f"{sum(m['caught_up_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}"}
+            "caught_up": f"{sum(m['caught_up_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}",
+            "state_bytes": max((m["state_bytes"] for m in epochs), default=0),
+            "memory_warning": next((m["memory_warning"] for m in epochs if m["memory_warning"]), None)}
 
 
 def run_builtin(spec: RunSpec) -> dict:
     """``statekit sessionize`` through its Python API (built-in sum and count), stream mode, ``--final``."""
     from statekit.jobs import sessionize
 
-    spark = _spark(spec.remote)
+    spark = _spark(spec)
     summary, seconds = timed(lambda: sessionize(
         spark, input=spec.input_dir, output=f"{spec.work}/out", key="user_id", time="ts_ms", gap=GAP_MS,
         watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=spec.backend, partitions=PARTITIONS,
@@ -146,7 +155,7 @@ def _run_user_logic(spec: RunSpec, make_operator: Callable[[int], Any]) -> dict:
     """``run_keyed`` with the operator ``make_operator(gap)`` over the stream of input files."""
     from statekit.spark import run_keyed
 
-    spark = _spark(spec.remote)
+    spark = _spark(spec)
     summary, seconds = timed(lambda: run_keyed(
         _stream(spark, spec.input_dir, spec.fmt), key="user_id", time="ts_ms", columns=["value"],
         operator_factory=partial(make_operator, GAP_MS), result_schema=OUTPUT_SCHEMA, output=f"{spec.work}/out",
@@ -201,12 +210,12 @@ def run_native(spec: RunSpec) -> dict:
     """Spark's streaming ``session_window`` aggregation, append mode, RocksDB state store."""
     from pyspark.sql import functions as F
 
-    spark = _spark(spec.remote)
+    spark = _spark(spec)
     return _run_query(spark, lambda: (
         _source(spark, spec.input_dir, spec.fmt).groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
         .agg(F.sum("value").alias("sum_value"), F.count("*").alias("count"))
         .select("user_id", F.unix_millis("session_window.start").alias("window_start"),
-                F.unix_millis("session_window.end").alias("window_end"), "sum_value", "count")), spec.work, BUDGET_S)
+                F.unix_millis("session_window.end").alias("window_end"), "sum_value", "count")), spec.work, spec.budget_s)
 
 
 def run_floor(spec: RunSpec) -> dict:
@@ -219,19 +228,19 @@ def run_floor(spec: RunSpec) -> dict:
         for batch in batches:
             yield pa.record_batch([pa.array([batch.num_rows], pa.int64())], names=["rows"])
 
-    spark = _spark(spec.remote)
+    spark = _spark(spec)
     return _run_query(spark, lambda: _stream(spark, spec.input_dir, spec.fmt).repartition(PARTITIONS, "user_id")
-                      .mapInArrow(count_rows, "rows long"), spec.work, BUDGET_S)
+                      .mapInArrow(count_rows, "rows long"), spec.work, spec.budget_s)
 
 
 def run_tws(spec: RunSpec) -> dict:
     """The same sessions with ``transformWithStateInPandas`` (event-time timers, RocksDB state store)."""
-    spark = _spark(spec.remote)
+    spark = _spark(spec)
     processor = session_processor()(GAP_MS)
     return _run_query(spark, lambda: (
         _source(spark, spec.input_dir, spec.fmt).groupBy("user_id")
         .transformWithStateInPandas(statefulProcessor=processor, outputStructType=OUTPUT_SCHEMA, outputMode="Append",
-                                    timeMode="EventTime")), spec.work, BUDGET_S)
+                                    timeMode="EventTime")), spec.work, spec.budget_s)
 
 
 @dataclass(frozen=True)
@@ -266,11 +275,7 @@ GOALS = {("builtin", "native"): 2.0, ("plain", "native"): 1.5, ("vectorized", "n
 
 def check_variants(names: list[str]) -> list[str]:
     """``names`` if each is one of ``VARIANTS``; else a ValueError naming the unknown ones and the valid ones."""
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown or not names:
-        raise ValueError(f"unknown variant(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
-                         f"valid: {', '.join(VARIANTS)} (comma-separated, e.g. native,plain,builtin)")
-    return names
+    return check_names(names, VARIANTS, "variant", "native,plain,builtin")
 
 
 def run_label(name: str, backend: str | None) -> str:
@@ -386,7 +391,7 @@ def tws_unavailable() -> str | None:
     return f"transformWithStateInPandas needs pandas>=2.2 and protobuf; missing: {', '.join(missing)}" if missing else None
 
 
-def _java_version() -> str:
+def java_version() -> str:
     from statekit.spark import find_java
 
     out = subprocess.run([find_java(), "-version"], capture_output=True, text=True)
@@ -410,20 +415,12 @@ run's cost mostly its JVM's start and its micro-batches, so two files (sessions 
 few thousand events."""
 
 
-def _count_tag(n: int) -> str:
-    """``1m``, ``400k``, ``2500``: a user count in a report's name."""
-    for size, suffix in ((1_000_000, "m"), (1_000, "k")):
-        if n % size == 0:
-            return f"{n // size}{suffix}"
-    return str(n)
-
-
 def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str | None,
                 remote: str | None, seed: int = CLICKS_SEED) -> str:
     """``spark`` and what differs from a default run:
     ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``."""
     tags = [scale if scale != "default" else "", fmt if fmt != "parquet" else "",
-            "users-" + "-".join(_count_tag(u) for u in users) if users else "", "-".join(variants or ()),
+            "users-" + "-".join(count_tag(u) for u in users) if users else "", "-".join(variants or ()),
             state_layout or "", "connect" if remote else "",
             f"seed-{seed}" if seed != CLICKS_SEED else ""]
     return "-".join(["spark", *filter(None, tags)])
@@ -442,7 +439,7 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
                else " (a running server: its memory is not sampled)") if remote else "classic")
     rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed), params={
         "state_layout": state_layout or "each backend's default (sessionize's)", "session": session,
-        "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
+        "events": n_events, "users": user_counts, "files": files, "java": java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
         "seed": seed, "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": fmt,
         "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",
         "trigger": "availableNow, maxFilesPerTrigger=1", "spark_query_budget_s": BUDGET_S,

@@ -1,5 +1,6 @@
 """`statekit bench all --quick` end to end: every part writes JSON with every figure (unit and numbers),
-the machine and the parameters, a Markdown table and a plot. No timing asserts."""
+the machine and the parameters, a Markdown table and a plot; sessions checked where a part writes them. No
+timing asserts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from statekit.bench import PARTS
+from statekit.bench.open_sessions import ROLES as OPEN_SESSIONS_ROLES
 from statekit.bench.spark import FLOOR, QUICK
 
 SIZES = f"{QUICK['events']:,} events, {QUICK['users'][0]:,} users"
@@ -45,6 +47,9 @@ EXPECTED = {
               for fig in ("events/s", "sessions", "peak RSS driver JVM", "peak RSS Python workers",
                           "peak RSS driver Python", "peak RSS whole process tree")]
              + [f"events/s vs {FLOOR} ({SIZES})"],
+    "open-sessions": [f"{fig}, each backend's default layout, 20,000 open sessions"
+                      for fig in ("seconds", "sessions written", "peak RSS whole process tree",
+                                  *(f"peak RSS {label}" for label in OPEN_SESSIONS_ROLES.values()))],
 }
 """Figures each part must report in quick mode (a part may report more)."""
 
@@ -103,6 +108,17 @@ def test_spark_sessions_agree(out_dir: Path) -> None:
         if f["name"].startswith("sessions vs"):
             assert "DIFFERS" not in f["notes"], f["notes"]
             assert f["heap"] == f["rocksdb"] == f["baseline"]
+
+
+def test_open_sessions_each_once(out_dir: Path) -> None:
+    """Quick open-sessions (statekit on RocksDB and Spark's session_window): every user's session written exactly
+    once, the input files kept in the output directory for the next run."""
+    data = json.loads((out_dir / "open-sessions.json").read_text())
+    [written] = [f for f in data["figures"] if f["name"].startswith("sessions written")]
+    assert written["rocksdb"] == written["baseline"] == 20_000
+    assert written["notes"].count("every user's session exactly once") == 2, written["notes"]
+    assert not data["failures"]
+    assert (out_dir / "open-sessions-data" / "users-20k-epoch-10k" / "done.json").exists()
 
 
 def test_scale_applies_to_the_spark_part_only(tmp_path):

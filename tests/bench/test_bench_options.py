@@ -1,5 +1,7 @@
-"""`statekit bench spark` options: --users, --format and --variants reach the spark part, a bad value is refused
-before anything runs (exit 2, naming it and the valid ones), and the report's name tells what was run."""
+"""`statekit bench spark` and `open-sessions` options: --users, --format and --variants reach the spark part,
+--open-sessions, --epoch-records, --runs and --memory-budget the open-sessions part; a bad value is refused
+before anything runs (exit 2, naming it and the valid ones), an option given to another part too is refused,
+and the spark report's name tells what was run."""
 
 from __future__ import annotations
 
@@ -18,16 +20,20 @@ def no_run(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--format", "json"], "argument --format: invalid choice: 'json' (choose from 'csv', 'parquet')"),
-    (["--variants", "native,fancy"],
+    (["spark", "--format", "json"], "argument --format: invalid choice: 'json' (choose from 'csv', 'parquet')"),
+    (["spark", "--variants", "native,fancy"],
      "argument --variants: unknown variant(s) 'fancy'; valid: builtin, plain, vectorized, native, tws, floor"),
-    (["--variants", ","], "unknown variant(s) (none given)"),
-    (["--users", "10000,10k"], "argument --users: '10k' is not a whole number"),
-    (["--users", "0"], "user counts must be positive, got 0"),
+    (["spark", "--variants", ","], "unknown variant(s) (none given)"),
+    (["spark", "--users", "10000,10k"], "argument --users: '10k' is not a whole number"),
+    (["spark", "--users", "0"], "user counts must be positive, got 0"),
+    (["open-sessions", "--runs", "rocksdb,fancy"],
+     "argument --runs: unknown run(s) 'fancy'; valid: rocksdb, table, heap, native"),
+    (["open-sessions", "--open-sessions", "1e6"], "argument --open-sessions: '1e6' is not a whole number"),
+    (["open-sessions", "--epoch-records", "0"], "argument --epoch-records: records per epoch must be positive, got 0"),
 ])
-def test_a_bad_spark_option_exits_2_naming_it(no_run, capsys, argv, message):
+def test_a_bad_part_option_exits_2_naming_it(no_run, capsys, argv, message):
     with pytest.raises(SystemExit) as e:
-        runner.main(["spark", *argv])
+        runner.main(argv)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
     assert not no_run
@@ -35,12 +41,13 @@ def test_a_bad_spark_option_exits_2_naming_it(no_run, capsys, argv, message):
 
 def test_spark_options_reach_the_spark_part(no_run):
     runner.main(["spark", "--users", "10000,400000,1000000", "--format", "csv", "--variants", "plain, native"])
-    [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed)] = no_run
+    [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed, *open_sessions)] = no_run
     assert (parts, quick, scale, remote) == (["spark"], False, "default", None)
     assert (users, fmt, variants, seed) == ([10_000, 400_000, 1_000_000], "csv", ["plain", "native"], None)
+    assert open_sessions == [None] * 4
     no_run.clear()
     runner.main(["spark", "--seed", "11"])
-    assert no_run[0][-1] == 11
+    assert no_run[0][9] == 11
 
 
 @pytest.mark.parametrize(("kwargs", "flags"), [
@@ -62,3 +69,17 @@ def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
 ])
 def test_the_report_name_tells_format_users_and_variants(args, name):
     assert report_name(*args) == name
+
+
+def test_open_sessions_options_reach_the_part(no_run):
+    runner.main(["open-sessions", "--open-sessions", "1000000,10000000", "--epoch-records", "1000000",
+                 "--runs", "native, rocksdb", "--memory-budget", "2g"])
+    [args] = no_run
+    assert args[:2] == (["open-sessions"], False)
+    assert args[-4:] == ([1_000_000, 10_000_000], 1_000_000, ["native", "rocksdb"], "2g")
+
+
+def test_open_sessions_options_apply_to_that_part_only(tmp_path):
+    with pytest.raises(SystemExit, match="^--runs native applies to the open-sessions part only: "
+                                         "statekit bench open-sessions --runs native$"):
+        runner.run_parts(["open-sessions", "spark"], True, tmp_path, runs=["native"])
