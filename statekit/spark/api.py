@@ -415,7 +415,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                              epoch_sink, (result_schema, late_schema, invalid_schema), lease, time_spec)
         t0 = perf_counter()
         with CtrlC(runner, job_canceller(spark)):
-            if initial_state is not None:
+            if initial_state is not None and runner.resumed_after is None:  # (else check_epochs rebuilt its lost record)
                 runner.run(initial_state.df, initial=(initial_state, initial_state.job(job, arrow)))
             if mode == "batch":
                 try:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import deltalake
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -104,6 +105,8 @@ def _table(tmp_path: Path, rows: list[dict], fmt: str) -> Path:
     path = tmp_path / f"bad.{fmt}"
     if fmt == "parquet":
         pq.write_table(pa.Table.from_pylist(rows), path)
+    elif fmt == "delta":
+        deltalake.write_deltalake(str(path), pa.Table.from_pylist(rows))
     else:
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -121,7 +124,7 @@ GOOD = {"user_id": "u1", "window_start": 1_000, "window_end": 40_000, "sum_value
     ([GOOD, {**GOOD, "window_start": 40_000, "window_end": 90_000}], "parquet",
      "user_id=u1, window_start=40000, window_end=90000: it touches or overlaps an earlier session of its key, which "
      "ends at 40000"),
-    ([GOOD, {**GOOD, "user_id": None}], "parquet", "user_id=null, window_start=1000, window_end=40000: null key"),
+    ([GOOD, {**GOOD, "user_id": None}], "delta", "user_id=null, window_start=1000, window_end=40000: null key"),
     ([GOOD, {**GOOD, "window_end": 20_000}], "csv", "the session is shorter than the gap (30000 ms)"),
     ([GOOD, {**GOOD, "user_id": "u3", "count": "two"}], "csv", "user_id=u3, window_start=1000, window_end=40000: "
                                                              "count two is not a bigint"),
