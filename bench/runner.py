@@ -10,17 +10,16 @@ from pathlib import Path
 from types import ModuleType
 
 from statekit.help_format import HelpFormatter
-from statekit.jobs import DEFAULT_STATE_LAYOUT
 
 from . import PARTS
 
 
 def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "default",
-              state_layout: str = DEFAULT_STATE_LAYOUT, remote: str | None = None, users: list[int] | None = None,
+              state_layout: str | None = None, remote: str | None = None, users: list[int] | None = None,
               fmt: str = "parquet", variants: list[str] | None = None, seed: int | None = None) -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part."""
     spark_only = {**({"scale": scale} if scale != "default" else {}),
-                  **({"state_layout": state_layout} if state_layout != DEFAULT_STATE_LAYOUT else {}),
+                  **({"state_layout": state_layout} if state_layout else {}),
                   **({"remote": remote} if remote else {}), **({"users": users} if users else {}),
                   **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {}),
                   **({"seed": seed} if seed is not None else {})}
@@ -91,9 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scale", choices=["default", "medium", "large"], default="default",
                     help="spark only: medium = 2M events of 400k users, large = 5M events of 1M users; every "
                          "variant but tws and floor (spark-medium.*, spark-large.*)")
-    ap.add_argument("--state-layout", choices=["table", "cells"], default=DEFAULT_STATE_LAYOUT,
-                    help="spark only: statekit's state layout (sessionize --state-layout; the other one writes "
-                         "spark-*-<layout>.*)")
+    ap.add_argument("--state-layout", choices=["table", "cells"], default=None,
+                    help="spark only: statekit's state layout on every backend (sessionize --state-layout; default: "
+                         "each backend's own, cells on rocksdb and table on heap; a named one writes spark-*-<layout>.*)")
     ap.add_argument("--remote", default=None, metavar="URL",
                     help="spark only: the same runs on Spark Connect sessions: sc://host:port (a running server, "
                          "whose Python workers have statekit) or local[2] (a server started per run); writes "

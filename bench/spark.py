@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from statekit.clickstream import Click, sessionize_reference
-from statekit.jobs import DEFAULT_STATE_LAYOUT
 
 from .common import CLICKS_SEED, DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, clicks, progress, rate, run_isolated, timed
 from .report import BenchReport
@@ -82,7 +81,8 @@ class RunSpec:
     work: str
     fmt: str
     backend: str | None = None
-    state_layout: str = DEFAULT_STATE_LAYOUT
+    state_layout: str | None = None
+    """None: the backend's default layout (sessionize's)."""
     remote: str | None = None
 
 
@@ -418,18 +418,18 @@ def _count_tag(n: int) -> str:
     return str(n)
 
 
-def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str,
+def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str | None,
                 remote: str | None, seed: int = CLICKS_SEED) -> str:
     """``spark`` and what differs from a default run:
     ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``."""
     tags = [scale if scale != "default" else "", fmt if fmt != "parquet" else "",
             "users-" + "-".join(_count_tag(u) for u in users) if users else "", "-".join(variants or ()),
-            state_layout if state_layout != DEFAULT_STATE_LAYOUT else "", "connect" if remote else "",
+            state_layout or "", "connect" if remote else "",
             f"seed-{seed}" if seed != CLICKS_SEED else ""]
     return "-".join(["spark", *filter(None, tags)])
 
 
-def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT_STATE_LAYOUT,
+def run(quick: bool = False, scale: str = "default", state_layout: str | None = None,
         remote: str | None = None, users: list[int] | None = None, fmt: str = "parquet",
         variants: list[str] | None = None, seed: int = CLICKS_SEED) -> BenchReport:
     """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files of the
@@ -441,7 +441,7 @@ def run(quick: bool = False, scale: str = "default", state_layout: str = DEFAULT
     session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")
                else " (a running server: its memory is not sampled)") if remote else "classic")
     rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed), params={
-        "state_layout": state_layout, "session": session,
+        "state_layout": state_layout or "each backend's default (sessionize's)", "session": session,
         "events": n_events, "users": user_counts, "files": files, "java": _java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
         "seed": seed, "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": fmt,
         "aggregate": "sum(value), count per session", "state_store": "RocksDBStateStoreProvider",

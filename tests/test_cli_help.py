@@ -65,7 +65,7 @@ def test_bench_help_works_without_the_bench_extra():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
-    assert "usage: statekit bench" in text and "(default: table)" in text and "pip install 'statekit[bench]'" in text
+    assert "usage: statekit bench" in text and "(default: parquet)" in text and "pip install 'statekit[bench]'" in text
     assert "or all (default: all)" in text  # as typed: not a Python list
     assert "['all']" not in text and "(default: False)" not in text
 

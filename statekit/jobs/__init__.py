@@ -2,7 +2,7 @@
 
 from .aggregates import Agg, RowAggregate, parse_aggs
 from .sample import write_clickstream
-from .sessionize import DEFAULT_STATE_LAYOUT, SessionOperatorFactory, SessionRows, sessionize
+from .sessionize import DEFAULT_STATE_LAYOUT, SessionOperatorFactory, default_state_layout, SessionRows, sessionize
 
-__all__ = ["Agg", "DEFAULT_STATE_LAYOUT", "RowAggregate", "SessionOperatorFactory", "SessionRows", "parse_aggs", "sessionize",
+__all__ = ["Agg", "DEFAULT_STATE_LAYOUT", "RowAggregate", "SessionOperatorFactory", "SessionRows", "default_state_layout", "parse_aggs", "sessionize",
            "write_clickstream"]

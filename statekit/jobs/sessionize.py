@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 from ..checkpoint import JobRecord
 from ..durations import to_millis
 from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator, state_layout_of
-from ..spark import RunSummary, run_keyed, warm_up_workers
+from ..spark import RunSummary, resolve_config, run_keyed, warm_up_workers
 from ..spark.stream_location import stream_checkpoint
 from ..spark.event_time import TimeSpec, from_millis
 from ..spark.files import read_files
@@ -29,8 +29,17 @@ from .aggregates import RowAggregate, parse_aggs
 from .checkpoint_in_use import job_checkpoint
 from .preflight import session_gap_ms
 
+DEFAULT_STATE_LAYOUTS = {"rocksdb": "cells"}
+"""The layout of a new checkpoint's sessions per backend: on RocksDB a stored cell per key, so memory stays within
+the budget whatever the number of open sessions (docs/memory.md); elsewhere ``DEFAULT_STATE_LAYOUT``."""
 DEFAULT_STATE_LAYOUT = "table"
-"""The layout of a new checkpoint's sessions: every key's sessions as columns (``operators.session_table``)."""
+"""The layout of a new checkpoint's sessions on a backend that holds its state in memory (heap): every key's
+sessions as columns (``operators.session_table``), the faster one."""
+
+
+def default_state_layout(backend: str) -> str:
+    """The session layout a new checkpoint on ``backend`` gets when none is named."""
+    return DEFAULT_STATE_LAYOUTS.get(backend, DEFAULT_STATE_LAYOUT)
 
 
 @dataclass(frozen=True)
@@ -113,11 +122,11 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     sessions (an added one counts their records from this run on) instead of refusing the run.
     ``state_layout``: ``table`` (all keys' sessions as columns, stored per key group: for millions of
     keys) or ``cells`` (a stored value per key); None: the layout the checkpoint was written with, and
-    ``DEFAULT_STATE_LAYOUT`` for a new one. A checkpoint keeps its layout: another one is refused.
-    ``initial_state``: a table of open sessions (parquet, csv, json or Delta; ``initial_state_format``, else by its
-    files) a new checkpoint starts from, as if the job had sessionized the history that made them
-    (``spark.initial_sessions``; docs/sessionize.md); a row that is not such a session is refused, naming it,
-    before anything is written, and so is a checkpoint with committed epochs."""
+    ``default_state_layout`` of the job's backend for a new one. A checkpoint keeps its layout: another one
+    is refused. ``initial_state``: a table of open sessions (parquet, csv, json or Delta;
+    ``initial_state_format``, else by its files) a new checkpoint starts from, as if the job had sessionized
+    the history that made them (``spark.initial_sessions``; docs/sessionize.md); a row that is not such a
+    session is refused, naming it, before anything is written, and so is a checkpoint with committed epochs."""
     if output_format not in ("parquet", "delta"):
         raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
     if output_format == "delta" and sink is not None:
@@ -151,7 +160,8 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     recorded = JobRecord(checkpoint).read()
     version, earlier = accumulator_evolution(recorded, names, migrate_state)
     if state_layout is None:  # the checkpoint's own, so a run resumes whatever layout it was started with
-        state_layout = state_layout_of((recorded or {}).get("operator")) or DEFAULT_STATE_LAYOUT
+        state_layout = (state_layout_of((recorded or {}).get("operator"))
+                        or default_state_layout(resolve_config(spark, {"backend": backend} if backend else None)[0].backend))
     if state_layout not in STATE_LAYOUTS:
         raise ValueError(f"--state-layout must be one of {', '.join(STATE_LAYOUTS)}, got {state_layout!r}")
     factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())),

@@ -53,11 +53,12 @@ def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
 
 
 @pytest.mark.parametrize(("args", "name"), [
-    (("default", "parquet", None, None, "table", None), "spark"),
+    (("default", "parquet", None, None, None, None), "spark"),
+    (("default", "parquet", None, None, "table", None), "spark-table"),
     (("medium", "parquet", None, None, "cells", "sc://h:1"), "spark-medium-cells-connect"),
-    (("default", "csv", [10_000, 400_000, 1_000_000], None, "table", None), "spark-csv-users-10k-400k-1m"),
-    (("large", "parquet", [2_500], ["native", "plain"], "table", None), "spark-large-users-2500-native-plain"),
-    (("medium", "parquet", None, ["builtin"], "table", None, 11), "spark-medium-builtin-seed-11"),
+    (("default", "csv", [10_000, 400_000, 1_000_000], None, None, None), "spark-csv-users-10k-400k-1m"),
+    (("large", "parquet", [2_500], ["native", "plain"], None, None), "spark-large-users-2500-native-plain"),
+    (("medium", "parquet", None, ["builtin"], None, None, 11), "spark-medium-builtin-seed-11"),
 ])
 def test_the_report_name_tells_format_users_and_variants(args, name):
     assert report_name(*args) == name

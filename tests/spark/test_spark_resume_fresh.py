@@ -42,8 +42,8 @@ PARTITIONS = (2, 3, 1)  # then 2 -> 3 (a split) and 3 -> 1 (a merge), over and o
 
 @pytest.mark.parametrize("layout,backends", [("cells", CHAIN), ("table", ["rocksdb"] * 3)], ids=["cells", "table"])
 def test_resume_and_rescale_in_new_applications(spark, tmp_path, layout, backends):
-    """Only the first run of a cells checkpoint names its layout: the later ones carry the checkpoint's
-    (into another backend too); the table checkpoint gets the default layout, never named."""
+    """Only the first run names its layout: the later ones carry the checkpoint's (into another backend too),
+    the table checkpoint on RocksDB too, where a new checkpoint's default is cells."""
     clicks = clickstream(1500, 30, seed=11)
     staged = write_input(clicks, tmp_path / "staged", files=len(backends))
     reference = spark_sessions(spark, staged)
@@ -55,7 +55,7 @@ def test_resume_and_rescale_in_new_applications(spark, tmp_path, layout, backend
         if i == 0:  # nothing to restore yet
             sessionize(spark, input=str(inp), output=str(out), checkpoint=str(ckpt), key="user_id", time="ts_ms",
                        gap="30s", watermark_delay="10s", aggs=["sum:value", "count"], backend=backend,
-                       partitions=partitions, state_layout="cells" if layout == "cells" else None)
+                       partitions=partitions, state_layout=layout)
         else:
             _sessionize(inp, out, ckpt, backend, partitions, final=i == len(files) - 1)
     assert output_rows(spark, out) == reference
