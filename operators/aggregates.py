@@ -121,6 +121,16 @@ class RowAggregate(PackedAggregate):
     def get_result(self, accumulator: list) -> tuple:
         return tuple(part.result(slot) for (part, _), slot in zip(self._parts, accumulator))
 
+    def accumulators_of(self, columns: Sequence[Sequence[Any]], n: int) -> list[list]:
+        """The accumulators of ``n`` sessions from the values of their state columns (each aggregate's
+        ``STATE_FIELDS``, in order): what a table of open sessions restores."""
+        slots, j = [], 0
+        for part, _ in self._parts:
+            width = len(part.STATE_FIELDS)
+            slots.append([part.slot_of(values) for values in zip(*columns[j:j + width])])
+            j += width
+        return [list(acc) for acc in zip(*slots)] if slots else [[] for _ in range(n)]
+
     # -- packed accumulators (PackedAggregate) -------------------------------------------------------
     def _aggregates(self, version: int | None) -> list[Aggregate]:
         """The aggregates of accumulator ``version`` (an earlier one's from its recorded names)."""

@@ -34,9 +34,23 @@ class Aggregate(ABC):
     WIDTH: ClassVar[int] = 2
     """Packed words per slot."""
 
+    STATE_FIELDS: ClassVar[tuple[str, ...]] = ("",)
+    """The columns a table of open sessions holds the slot in (``sessionize --initial-state``): the result
+    column's name with each suffix; the result column itself where the result is the slot."""
+    STATE_NULLABLE: ClassVar[bool] = True
+    """Whether a state column may be null."""
+
     def result_type(self, input_type: str | None) -> str | None:
         """The Spark type name of the result for a column of Spark type name ``input_type``."""
         return input_type
+
+    def state_types(self, input_type: str | None) -> list[str | None]:
+        """The Spark type names of the ``STATE_FIELDS`` columns for a column of Spark type name ``input_type``."""
+        return [self.result_type(input_type)]
+
+    def slot_of(self, values: tuple) -> Any:
+        """The slot a session's ``STATE_FIELDS`` values make."""
+        return values[0]
 
     def output_name(self, column: str | None) -> str:
         """The result column's name: ``<NAME>_<column>``."""
@@ -113,6 +127,7 @@ class Count(Aggregate):
     HELP = "rows"
     COLUMN = False
     WIDTH = 1
+    STATE_NULLABLE = False
 
     def result_type(self, input_type: str | None) -> str | None:
         return "bigint"
@@ -376,9 +391,17 @@ class Avg(Aggregate):
     HELP = "mean"
     NUMERIC = True
     WIDTH = 3
+    STATE_FIELDS = ("_sum", "_count")
+    STATE_NULLABLE = False
 
     def result_type(self, input_type: str | None) -> str | None:
         return "double"
+
+    def state_types(self, input_type: str | None) -> list[str | None]:
+        return ["bigint" if input_type in INTEGRAL_TYPES else "double", "bigint"]
+
+    def slot_of(self, values: tuple) -> Any:
+        return [values[0], values[1]]
 
     def create(self) -> Any:
         return [0, 0]

@@ -181,6 +181,20 @@ class CellEngine(WindowEngine):
         self._store(resolved, list(new_cells), list(new_cells.values()), old_timers, wm, packed)
         return keys
 
+    def _restore(self, keys: list, windows_of: list[list]) -> None:
+        for lo in range(0, len(keys), self.KEYS_AT_ONCE):
+            part = keys[lo:lo + self.KEYS_AT_ONCE]
+            resolved, refused = self._backend.resolve_keys(part)
+            if refused:
+                i, error = next(iter(refused.items()))
+                raise StateError(f"state '{self.STATE}': cannot restore the windows of key {part[i]!r}: {error}")
+            held = [k for k, cell in zip(part, self._state.get_internal_many(resolved)) if cell is not None]
+            if held:
+                raise StateError(f"state '{self.STATE}': key {held[0]!r} holds windows already; a restore puts "
+                                 f"windows on keys without any")
+            self._store(resolved, list(range(len(part))), windows_of[lo:lo + self.KEYS_AT_ONCE], {},
+                        self._timers.current_watermark())
+
     def _bounds(self, windows: list) -> np.ndarray:
         """The bounds of windows in the list form, as rows of an int64 array (shape (n, BOUNDS))."""
         bounds = map(itemgetter(slice(0, self.BOUNDS)), windows)

@@ -14,6 +14,7 @@ from statekit import ColumnarAggregate, KeyedStateBackend, Timer, ValueStateDesc
 
 from .columns import RecordValues, RowView
 from .output import Output
+from .session_rules import SessionRules
 from .window_base import AGGREGATE, BaseWindowOperator
 from .window_engine import EngineSpec, Incremental, WindowEngine
 
@@ -101,6 +102,16 @@ class ColumnarWindowOperator(BaseWindowOperator):
         packed = self._packed()
         fold_packed = None if packed is None else (lambda order, starts: packed.accumulate_packed(columns, order, starts))
         self._engine.process(keys, np.asarray(timestamps), rows, fold, fold_packed)
+
+    def restore_sessions(self, keys: Sequence[Any], starts: Sequence[int], ends: Sequence[int],
+                         accumulators: Sequence[Any]) -> int:
+        """Open sessions put in as they are, accumulators of this operator's function (a job bootstrapped from
+        a table of sessions: ``SessionRules.restore_sessions``); returns how many keys got sessions. TypeError
+        for windows that are not event-time sessions."""
+        if not isinstance(self._engine, SessionRules):
+            raise TypeError(f"restore_sessions puts in event-time sessions; this operator's windows are "
+                            f"{self.window_layout()}")
+        return self._engine.restore_sessions(keys, starts, ends, accumulators)
 
     def process_watermark(self, watermark: int) -> None:
         self._engine.advance(watermark)

@@ -5,11 +5,14 @@ a cell per key (``operators.session_engine``) and as one table (``operators.sess
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from statekit import key_identity
+
 from .columns import out_of_order_keys
+from .gc_pause import gc_paused
 from .window_engine import WindowEngine, window_start
 from .windows import TimeWindow, touch
 
@@ -41,6 +44,31 @@ class SessionRules(WindowEngine):
             target[2] = self._add(value, target[2])
         if target[1] - 1 <= wm:
             self._sink.fire_window(key, TimeWindow(target[0], target[1]), target[2])
+
+    def restore_sessions(self, keys: Sequence[Any], starts: Sequence[int], ends: Sequence[int],
+                         accumulators: Sequence[Any]) -> int:
+        """Put open sessions in as they are (a job bootstrapped from a table of them): session i is
+        ``[starts[i], ends[i])`` of ``keys[i]`` with ``accumulators[i]``, its end its last record's time plus the
+        gap; they fire and merge as the engine's own. Returns how many keys got sessions. ValueError naming the
+        session when one is shorter than the gap or touches another of its key (the rules would have merged
+        them); StateError when a key holds sessions already."""
+        gap = self.gap
+        by_key: dict[Any, tuple[Any, list]] = {}
+        for key, start, end, acc in zip(keys, starts, ends, accumulators):
+            if end - start < gap:
+                raise ValueError(f"session [{start}, {end}) of key {key!r} is shorter than the gap {gap} ms (its end "
+                                 f"is its last record's time plus the gap)")
+            by_key.setdefault(key_identity(key), (key, []))[1].append([start, end, acc])
+        for key, sessions in by_key.values():
+            sessions.sort(key=window_start)
+            for a, b in zip(sessions, sessions[1:]):
+                if touch(a[0], a[1], b[0], b[1]):
+                    raise ValueError(f"sessions [{a[0]}, {a[1]}) and [{b[0]}, {b[1]}) of key {key!r} touch: the "
+                                     f"session rules would have merged them into one")
+        if by_key:
+            with gc_paused():
+                self._restore([k for k, _ in by_key.values()], [s for _, s in by_key.values()])
+        return len(by_key)
 
     def _merge_hits(self, sessions: list, hits: list, lo: int, hi: int) -> list:
         """Merge the sessions ``hits`` (in time order) and the window [lo, hi) into the first hit, as

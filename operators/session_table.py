@@ -24,68 +24,17 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from statekit import (KEY_SERIALIZER, MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
+from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
                       SerializationError, StateError, ValueState, deserialized_keys, key_group_representatives)
-from statekit.snapshot_header import declare_state_format
 
 from .columns import ArrowValues, arrow_codes, by_code, present_codes, python_values, session_runs
 from .key_slots import KeyBytes, KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
+from .session_pages import TABLE_STATE, decode_page, encode_page, page_sessions
 from .session_rules import SessionRules
 from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order, timestamps_of
 from .windows import TimeWindow
-
-TABLE_STATE = "session-table"
-PAGE_FORMAT = declare_state_format(TABLE_STATE, "page", 1)
-_HEAD = 6
-"""A page is bytes: six int64 words (PAGE_FORMAT, words per row, keys, rows, key bytes, list-form bytes),
-the rows (int64), each row's key index (int32), each key's length (int32), the keys' bytes (serialized,
-as key groups hash them) and the list-form sessions ``[[key index, [[start, end, accumulator], ...]], ...]``
-(msgpack)."""
-
-
-def encode_page(width: int, row_key: np.ndarray, rows: np.ndarray, kb_len: np.ndarray, blob: bytes,
-                listed: list) -> bytes:
-    """One key group's page (see ``_HEAD``)."""
-    tail = KEY_SERIALIZER.dumps(listed) if listed else b""
-    head = np.array([PAGE_FORMAT, width, len(kb_len), len(rows), len(blob), len(tail)], np.int64)
-    return b"".join((head.tobytes(), rows.tobytes(), row_key.astype(np.int32).tobytes(),
-                     kb_len.astype(np.int32).tobytes(), blob, tail))
-
-
-def decode_page(page: bytes, width: int | None = None) -> tuple[int, np.ndarray, np.ndarray, list[bytes], list]:
-    """``(width, row_key, rows, key bytes, listed)`` of a page; ValueError when it is not a page of
-    PAGE_FORMAT with ``width`` words a row (any width when None)."""
-    head = np.frombuffer(page, np.int64, _HEAD).tolist() if len(page) >= 8 * _HEAD else [None, None]
-    if head[0] != PAGE_FORMAT or (width is not None and head[1] != width):
-        raise ValueError(f"a page of format {head[0]} with {head[1]} words a row; this operator reads format "
-                         f"{PAGE_FORMAT} with {width} (restore with the function that wrote it, or give it an "
-                         f"accumulator migration)")
-    _, w, n_keys, n_rows, n_blob, n_tail = head
-    at = 8 * _HEAD
-    rows = np.frombuffer(page, np.int64, n_rows * w, at).reshape(n_rows, w)
-    at += 8 * n_rows * w
-    row_key = np.frombuffer(page, np.int32, n_rows, at)
-    at += 4 * n_rows
-    kb_len = np.frombuffer(page, np.int32, n_keys, at).tolist()
-    at += 4 * n_keys
-    kbs = []
-    for n in kb_len:
-        kbs.append(page[at:at + n])
-        at += n
-    listed = KEY_SERIALIZER.loads(page[at:at + n_tail]) if n_tail else []
-    return w, row_key, rows, kbs, listed
-
-
-def page_sessions(page: bytes, function: PackedAggregate, version: int | None = None) -> list[list]:
-    """A page as people read it: ``[[key, start, end, accumulator], ...]`` (accumulators written by
-    ``function``'s accumulator ``version``)."""
-    _, row_key, rows, kbs, listed = decode_page(page)
-    keys = list(map(KEY_SERIALIZER.loads, kbs))
-    accs = function.unpack(rows[:, 2:], version)
-    out = [[keys[k], s, e, a] for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs)]
-    return out + [[keys[k], s, e, a] for k, sessions in listed for s, e, a in sessions]
 
 
 class SessionTable(SessionRules):
@@ -286,6 +235,20 @@ class SessionTable(SessionRules):
             back_slots.append(slot)
             back.append(sessions)
         self._put_sessions(back_slots, back)
+
+    def _restore(self, keys: list, windows_of: list[list]) -> None:
+        codes, distinct, slots, refused = self._locate(keys, np.ones(len(keys), bool), {})
+        if refused:
+            i, error = next(iter(refused.items()))
+            raise StateError(f"state '{self.STATE}': cannot restore the sessions of key {distinct[i]!r}: {error}")
+        slots = slots[codes]  # keys are distinct: one code each, in order
+        held = np.isin(slots, self._owner) | np.fromiter(map(self._overflow.__contains__, slots.tolist()), bool, len(slots))
+        if held.any():
+            raise StateError(f"state '{self.STATE}': key {keys[int(np.flatnonzero(held)[0])]!r} holds sessions "
+                             f"already; a restore puts sessions on keys without any")
+        self._put_sessions(slots.tolist(), windows_of)
+        self._settle()
+        self._dirty[self._slots.groups[slots]] = True
 
     def _put_sessions(self, slots: list, sessions: list) -> None:
         """Keys' list-form sessions back into the table: packed rows, or kept in the list form."""

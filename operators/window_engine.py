@@ -121,6 +121,12 @@ class WindowEngine(ABC):
     def _advance(self, watermark: int) -> None:
         """``advance`` to a watermark past the current one, the cyclic GC paused."""
 
+    @abstractmethod
+    def _restore(self, keys: list, windows_of: list[list]) -> None:
+        """Put each of ``keys`` (distinct, holding no windows) with its windows ``windows_of[i]`` in the list form
+        (``[*bounds, accumulator]``, in time order), timed as the engine times its own; StateError when a key
+        holds windows already or the backend refuses it."""
+
     @classmethod
     @abstractmethod
     def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:

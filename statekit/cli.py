@@ -71,6 +71,12 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trigger", choices=["available-now", "continuous"], default="available-now",
                    help="available-now: process the files there and stop; continuous: watch for new ones until Ctrl-C")
     p.add_argument("--final", action="store_true", help="the input is complete: fire and clean every window at the end")
+    p.add_argument("--initial-state", default=None, metavar="TABLE",
+                   help="start a new checkpoint from this table of open sessions (parquet, csv, json or Delta; the "
+                        "output's columns, avg as avg_COL_sum and avg_COL_count), as if the job had sessionized the "
+                        "history that made them; a row that is not such a session is refused before anything is written")
+    p.add_argument("--initial-state-format", choices=["csv", "parquet", "json", "delta"], default=None,
+                   help="the --initial-state table's format (default: a Delta table's _delta_log, else the file extension)")
     p.add_argument("--migrate-state", action="store_true",
                    help="aggregates added or removed since the checkpoint's last run: migrate its open sessions "
                         "(an added aggregate counts their records from this run on) instead of refusing the run")
@@ -116,7 +122,7 @@ def run_sessionize(args: Any) -> int:
                          connect_server=not starts_jvm(url), mode=args.mode,
                          spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"),
                          conf=conf, time_spec=TimeSpec(args.time_unit or "ms", args.time_format, args.time_zone),
-                         unit_given=args.time_unit is not None)
+                         unit_given=args.time_unit is not None, initial_state=args.initial_state)
     with command_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url) as spark, \
             CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
@@ -131,7 +137,8 @@ def run_sessionize(args: Any) -> int:
                              trigger=args.trigger, final=args.final, migrate_state=args.migrate_state, max_ahead=args.max_ahead,
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
                              state_layout=args.state_layout, progress=progress, time_unit=args.time_unit or "ms",
-                             time_format=args.time_format, time_zone=args.time_zone)
+                             time_format=args.time_format, time_zone=args.time_zone,
+                             initial_state=args.initial_state, initial_state_format=args.initial_state_format)
     records = summary.total("records_in")
     if (summary.stopped or ctrl_c.requested) and args.trigger == "available-now":
         last = summary.epochs[-1]["epoch"] if summary.epochs else None
@@ -142,6 +149,9 @@ def run_sessionize(args: Any) -> int:
     warnings = [m["memory_warning"] for m in summary.epochs if m["memory_warning"]]
     if warnings:
         print(f"sessionize: warning: {warnings[-1]}", file=sys.stderr)
+    restored = summary.total("restored")
+    if restored:
+        print(f"sessionize: started from {restored:,} open sessions of {args.initial_state}")
     print(f"sessionize: {len(summary.epochs)} epochs, {records:,} records, {summary.total('results'):,} sessions, "
           f"{_side_outputs(summary)}, {records / summary.seconds if summary.seconds else 0:,.0f} records/s; "
           f"output {summary.output}, checkpoint {summary.checkpoint}")

@@ -7,6 +7,7 @@ is the input of a run on a Spark Connect server (``sc://``: it lists the input o
 
 from __future__ import annotations
 
+import glob
 import os
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
@@ -21,6 +22,7 @@ from ..spark.event_time import NO_DATE, PATTERNS, UNIT_NAMES, TimeSpec, apparent
 from ..spark.file_order import check_file_order
 from ..spark.input_files import FORMATS, input_format, is_data_file, missing, nothing_found, split_glob
 from ..spark.java import find_java
+from ..spark.initial_state import refuse_started
 from ..spark.output_dir import check_output_is_own
 from ..spark.spark_checkpoint import BELOW_CHECKPOINT, files_read
 from .aggregates import parse_aggs
@@ -203,13 +205,14 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
                          checkpoint: str | None, output_format: str, connect_server: bool = False,
                          mode: str = "stream", spark_checkpoint: str | None = None,
                          conf: Mapping[str, str] | None = None, time_spec: TimeSpec = TimeSpec(),
-                         unit_given: bool = True) -> None:
+                         unit_given: bool = True, initial_state: str | None = None) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
     ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
     ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``spark_checkpoint``:
     the one given (flag or Spark conf), whose file source a resumed stream read its first files by; ``conf``:
     its ``--conf`` Spark settings; ``time_spec``: how its times are read (``--time-unit``, ``--time-format``,
-    ``--time-zone``); ``unit_given``: ``--time-unit`` was passed (else epoch numbers of another unit are refused)."""
+    ``--time-zone``); ``unit_given``: ``--time-unit`` was passed (else epoch numbers of another unit are refused);
+    ``initial_state``: the table of open sessions a new checkpoint starts from (it must exist, the checkpoint be new)."""
     aggs = list(aggs)
     check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs,
                 conf=conf)
@@ -218,6 +221,11 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
     files = output.rstrip("/") + "/_statekit" if output_format == "delta" else output
     if local(in_use := job_checkpoint(files, checkpoint)):  # a second run is refused at once, before its input is read
         refuse_checkpoint_in_use(in_use)
+        if initial_state is not None:
+            refuse_started(in_use)
+    if initial_state is not None and local(initial_state) and not glob.has_magic(initial_state) \
+            and not os.path.exists(initial_state):
+        raise InputError(f"--initial-state {initial_state}: no such file or directory")
     if local(input) and not connect_server:
         required = [(key, "key"), (time, "time")]
         required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]

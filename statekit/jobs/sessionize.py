@@ -16,9 +16,11 @@ from ..checkpoint import JobRecord
 from ..durations import to_millis
 from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator, state_layout_of
 from ..spark import RunSummary, resolve_config, run_keyed, warm_up_workers
-from ..spark.api import stream_checkpoint
+from ..spark.stream_location import stream_checkpoint
 from ..spark.event_time import TimeSpec, from_millis
 from ..spark.files import read_files
+from ..spark.initial_sessions import initial_sessions, session_state_columns
+from ..spark.initial_state import InitialState, refuse_started
 from ..spark.input_files import FORMATS
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
@@ -76,6 +78,22 @@ def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
     return found.version + 1, {**found.earlier, found.version: found.names}
 
 
+@dataclass(frozen=True)
+class SessionRestore:
+    """Puts a task's rows of a table of open sessions (``--initial-state``) into the session operator: the key,
+    ``window_start`` and ``window_end`` in milliseconds, and the ``state`` columns, each aggregate of ``aggs``'
+    ``STATE_FIELDS`` in order, which make the accumulators (``RowAggregate.accumulators_of``)."""
+
+    aggs: tuple[tuple[str, int | None], ...]
+    state: tuple[str, ...]
+
+    def __call__(self, operator: Any, table: Any) -> int:
+        accumulators = RowAggregate(list(self.aggs)).accumulators_of(
+            [table.column(c).to_pylist() for c in self.state], table.num_rows)
+        return operator.restore_sessions(table.column(0).to_pylist(), table.column("window_start").to_pylist(),
+                                         table.column("window_end").to_pylist(), accumulators)
+
+
 class SessionRows(WindowColumnsFunction):
     """Emits ``(key, start, end, *aggregates)`` per fired session, its bounds in ``unit`` (``s``, ``ms`` or
     ``us``; the operator's are milliseconds)."""
@@ -94,7 +112,8 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                max_ahead: int | str | None = "default", output_format: str = "parquet",
                spark_checkpoint: str | None = None, sink: Any = None, migrate_state: bool = False,
                state_layout: str | None = None, progress: Callable[[dict], None] | None = None,
-               time_unit: str = "ms", time_format: str | None = None, time_zone: str = "UTC") -> RunSummary:
+               time_unit: str = "ms", time_format: str | None = None, time_zone: str = "UTC",
+               initial_state: str | None = None, initial_state_format: str | None = None) -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
     ``max_ahead``, ``spark_checkpoint``, ``sink`` and ``time_unit``, ``time_format``, ``time_zone`` as for
     ``run_keyed``. ``output_format="delta"``: ``output`` is a Delta table getting one transaction per epoch;
@@ -104,7 +123,10 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     ``state_layout``: ``table`` (all keys' sessions as columns, stored per key group: for millions of
     keys) or ``cells`` (a stored value per key); None: the layout the checkpoint was written with, and
     ``default_state_layout`` of the job's backend for a new one. A checkpoint keeps its layout: another one
-    is refused."""
+    is refused. ``initial_state``: a table of open sessions (parquet, csv, json or Delta;
+    ``initial_state_format``, else by its files) a new checkpoint starts from, as if the job had sessionized
+    the history that made them (``spark.initial_sessions``; docs/sessionize.md); a row that is not such a
+    session is refused, naming it, before anything is written, and so is a checkpoint with committed epochs."""
     if output_format not in ("parquet", "delta"):
         raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
     if output_format == "delta" and sink is not None:
@@ -120,6 +142,8 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     delta = output_format == "delta"
     files = output.rstrip("/") + "/_statekit" if delta else output
     checkpoint = job_checkpoint(files, checkpoint)
+    if initial_state is not None:  # before the input and the table are read
+        refuse_started(checkpoint)
     stream = mode == "stream"
     df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream,
                                   time_spec=time_spec,
@@ -142,10 +166,15 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
         raise ValueError(f"--state-layout must be one of {', '.join(STATE_LAYOUTS)}, got {state_layout!r}")
     factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())),
                                      state_layout, bounds_unit)
+    initial = None
+    if initial_state is not None:
+        state = session_state_columns(schema, key, [(a.kind, a.column) for a in parsed], time_spec.bounds_type(kind))
+        sessions = initial_sessions(spark, initial_state, initial_state_format, state, gap_ms, time_spec)
+        initial = InitialState(sessions, SessionRestore(positions, tuple(c.name for c in state[3:])))
     return run_keyed(df, key=key, time=time, columns=columns, operator_factory=factory,
                      result_schema=out_schema, output=files, checkpoint=checkpoint,
                      watermark_delay=delay_ms, config={"backend": backend} if backend else None, partitions=partitions,
                      mode=mode, final=final or mode == "batch", trigger=trigger, operator_id="sessionize",
                      max_ahead=max_ahead, progress=progress, sink=DeltaSink(output) if delta else sink,
                      spark_checkpoint=spark_checkpoint, time_unit=time_unit, time_format=time_format,
-                     time_zone=time_zone)
+                     time_zone=time_zone, initial_state=initial)

@@ -39,19 +39,20 @@ from .epochs import EpochLog, EpochRecord
 from .executor_memory import executor_budget, memory_metrics
 from .errors import InputError, StopRequested, task_failure
 from .event_time import MILLIS, TimeSpec
+from .initial_state import InitialState, refuse_started
 from .interrupts import CtrlC
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, Fault, JobPlan
 from .connect_stream import LeaseToken, stream_on_server
 from .records import ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
-from .spark_checkpoint import BELOW_CHECKPOINT
 from .schemas import arrow_schema
 from .server_python import check_server_python
-from .runtime import accelerator_off, application_secret, is_connect, warm_up_workers
+from .runtime import application_secret, is_connect, warm_up_workers
 from .session_kind import application_id, default_parallelism, input_splits, job_canceller, master
 from .output_dir import OUTPUTS, OutputDir, check_output_is_own
 from .sinks import EpochSink, as_sink
-from .settings import DEFAULT_MAX_AHEAD, ahead_limit_ms, host_idle_timeout_ms, lease_timeout_ms, statekit_settings
+from .settings import DEFAULT_MAX_AHEAD, ahead_limit_ms, host_idle_timeout_ms, lease_timeout_ms
+from .stream_location import spark_settings, stream_checkpoint
 from .spark_logs import SparkLogSilence
 from .tasks import run_partition
 
@@ -87,17 +88,11 @@ class RunSummary:
         return sum(m[name] for m in self.epochs)
 
 
-def _spark_settings(spark: Any) -> dict[str, str]:
-    conf = spark.conf.getAll
-    items = conf() if callable(conf) else conf
-    return statekit_settings(dict(items))
-
-
 def resolve_config(spark: Any, config: StateConfig | Mapping[str, Any] | None) -> tuple[StateConfig, dict[str, str]]:
     """State config from defaults (rocksdb), then ``spark.statekit.*``, then ``config``; plus the
     job-level Spark settings (``checkpoint``, ``partitions``, ``retain``, ``cache_size``, ``state_host``,
     ``host_idle_timeout``, ``state_hosts``...)."""
-    settings = _spark_settings(spark)
+    settings = spark_settings(spark)
     job = {k: settings.pop(k) for k in _JOB_KEYS if k in settings}
     data: dict[str, Any] = {"backend": DEFAULT_JOB_BACKEND, **settings}
     if config is not None:
@@ -148,16 +143,19 @@ class EpochRunner:
         self.resumed_after = None if last is None else last.epoch
         """The epoch committed before this run (None: none): epochs after it are this run's."""
 
-    def run(self, df: Any | None, batch_id: int | None = None, final: bool = False) -> dict[str, Any] | None:
-        """Process one epoch (``df`` None: no records); None when it was committed before (a replay)."""
+    def run(self, df: Any | None, batch_id: int | None = None, final: bool = False,
+            initial: tuple[InitialState, JobPlan] | None = None) -> dict[str, Any] | None:
+        """Process one epoch (``df`` None: no records); None when it was committed before (a replay). ``initial``:
+        the first epoch puts this state in, run as this job (``InitialState.job``), instead of records."""
         with self.busy:  # checked under the lock: a stop taken while an epoch waits for it leaves that epoch whole
             if self.stop_requested:
                 raise StopRequested("stop requested: this batch is left for the next run")
-            return self._run(df, batch_id, final)
+            return self._run(df, batch_id, final, initial)
 
-    def _run(self, df: Any | None, batch_id: int | None, final: bool) -> dict[str, Any] | None:
+    def _run(self, df: Any | None, batch_id: int | None, final: bool,
+             initial: tuple[InitialState, JobPlan] | None = None) -> dict[str, Any] | None:
         t0 = perf_counter()
-        job = self.job
+        job = self.job if initial is None else initial[1]
         last = self.log.last()
         if last is not None and batch_id is not None and batch_id <= last.last_batch_id:
             return None
@@ -175,12 +173,17 @@ class EpochRunner:
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
         source = df if df is not None else _no_rows(self.spark, self.input_schema)
         inputs = input_splits(source)
-        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs, final)
+        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs, final,
+                         None if initial is None else initial[0].restore)
         time_column = job.columns[1]
         router = Router(job.columns[0], time_column, job.partitions, job.max_parallelism, self.routing,
                         job.routed_schema, limit, self.max_ahead, self.time_spec)
-        timed = source.withColumn(MILLIS, self.time_spec.millis(time_column, self.input_schema[time_column].dataType))
-        tasks = (timed.mapInArrow(router, self.routed_schema).repartition(job.partitions, ROUTE)
+        if initial is None:
+            timed = source.withColumn(MILLIS, self.time_spec.millis(time_column, self.input_schema[time_column].dataType))
+            routed = self.routed_schema
+        else:  # the initial state holds its times in MILLIS already
+            timed, routed = source, routed_schema(source.drop(MILLIS).schema)
+        tasks = (timed.mapInArrow(router, routed).repartition(job.partitions, ROUTE)
                  .mapInArrow(partial(run_partition, job, plan), "stats string"))
         try:
             rows = tasks.collect()
@@ -223,9 +226,11 @@ class EpochRunner:
             "caught_up_partitions": sum(1 for s in stats if s["caught_up"]),
             "workers": sorted({s["worker"] for s in stats}),
             "rescaled_from": last.partitions if last is not None and last.partitions != job.partitions else None,
-            "job_changes": [] if self.committed else self.job_changes,
+            "job_changes": [] if self.committed else self.job_changes, "restored": 0,
             "seconds": round(perf_counter() - t0, 3),
         }
+        if initial is not None:  # its rows were state (sessions, values...), not records
+            metrics.update(restored=metrics["records"], records=0, records_in=0)
         if metrics["memory_warning"] is not None and not self.memory_warned:
             _log.warning("%s", metrics["memory_warning"])
             self.memory_warned = True
@@ -282,7 +287,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
               progress: Callable[[dict], None] | None = None,
               sink: EpochSink | Callable[[Any, int], None] | None = None,
               spark_checkpoint: str | None = None, time_unit: str = "ms", time_format: str | None = None,
-              time_zone: str = "UTC") -> RunSummary:
+              time_zone: str = "UTC", initial_state: InitialState | None = None) -> RunSummary:
     """Run the operator made by ``operator_factory`` over ``df`` keyed by ``key`` with event time ``time``,
     writing its results under ``output``; returns the epochs' metrics.
 
@@ -309,7 +314,9 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     each epoch with foreachBatch's contract (a replayed epoch calls it again with the same id and rows).
     ``spark_checkpoint``: where Spark's own streaming checkpoint goes (default ``spark.statekit.spark_checkpoint``,
     else ``<checkpoint>/_spark``), anywhere Hadoop can write; ``checkpoint`` and ``output`` are local paths
-    or pyarrow URIs (``s3://``; ``s3a://`` and ``s3n://`` are the same store)."""
+    or pyarrow URIs (``s3://``; ``s3a://`` and ``s3n://`` are the same store). ``initial_state``: a new checkpoint's
+    first epoch puts this state in (``InitialState``; a checkpoint with committed epochs is refused), and the run goes
+    on from it as from an epoch it ran."""
     from pyspark.sql.types import DataType, StringType, StructField, StructType
 
     spark = df.sparkSession
@@ -346,6 +353,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     checkpoint = checkpoint or settings.get("checkpoint") or output.rstrip("/") + "/_checkpoint"
     if "://" not in checkpoint:
         checkpoint = os.path.abspath(checkpoint)  # executors run in other working directories
+    if initial_state is not None:
+        refuse_started(checkpoint)
     partitions = int(partitions or settings.get("partitions") or default_parallelism(spark))
     check_parallelism(partitions, state_config.max_parallelism)
     fault = os.environ.get(FAULT_ENV)
@@ -406,6 +415,8 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                              epoch_sink, (result_schema, late_schema, invalid_schema), lease, time_spec)
         t0 = perf_counter()
         with CtrlC(runner, job_canceller(spark)):
+            if initial_state is not None and runner.resumed_after is None:  # (else check_epochs rebuilt its lost record)
+                runner.run(initial_state.df, initial=(initial_state, initial_state.job(job, arrow)))
             if mode == "batch":
                 try:
                     runner.run(selected)
@@ -440,37 +451,6 @@ def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -
     except ExclusiveCreateUnsupported as e:
         _log.warning("statekit: %s: one writer per checkpoint is not enforced there", e)
     return lease
-
-
-def stream_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None = None) -> str:
-    """Where a stream on ``checkpoint`` keeps Spark's own checkpoint: ``spark_checkpoint``, else
-    ``spark.statekit.spark_checkpoint``, else ``<checkpoint>/_spark`` (``hadoop_checkpoint``)."""
-    return hadoop_checkpoint(spark, checkpoint, spark_checkpoint or _spark_settings(spark).get("spark_checkpoint"))
-
-
-def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None) -> str:
-    """Where Spark's own streaming checkpoint goes: ``spark_checkpoint``, else ``<checkpoint>/_spark``. It
-    goes through Hadoop's FileSystem (statekit's own files go through pyarrow): a location whose scheme
-    Hadoop has no connector for here is refused before anything runs, naming both ways out (on a classic
-    session: Spark Connect has no JVM at hand to ask, and its query fails when it starts)."""
-    location = spark_checkpoint or f"{checkpoint.rstrip('/')}/{BELOW_CHECKPOINT}"
-    if "://" not in location:
-        return os.path.abspath(location)
-    scheme = location.split("://", 1)[0]
-    if is_connect(spark):
-        accelerator_off("the Hadoop connector check of Spark's streaming checkpoint", "a Spark Connect session has no "
-                        "JVM on the driver; a location Hadoop cannot write fails when the streaming query starts")
-        return location
-    jvm = spark.sparkContext._jvm
-    try:
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark.sparkContext._jsc.hadoopConfiguration())
-    except Exception:  # py4j wraps Hadoop's UnsupportedFileSystemException
-        raise InputError(
-            f"Spark's streaming checkpoint {location} goes through Hadoop's FileSystem, which has no connector for "
-            f"{scheme}:// in this Spark: pass --spark-checkpoint PATH (Spark conf spark.statekit.spark_checkpoint; "
-            f"a local or HDFS path, or s3a:// where the Hadoop S3 connector is installed), or add the Hadoop "
-            f"connector for {scheme}:// to the cluster; statekit's own state and output stay at {checkpoint}") from None
-    return location
 
 
 def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, interval: str) -> None:

@@ -86,10 +86,13 @@ class JobPlan:
 class EpochPlan:
     """One epoch: its number, the committed epoch to start from (None: empty state), its watermark, the
     number of map partitions whose end markers each task must receive before it commits, and whether it
-    is the run's final epoch (every window fired: its state is not kept open after the commit)."""
+    is the run's final epoch (every window fired: its state is not kept open after the commit). ``restore``:
+    the epoch's rows are state, not records (a job's first epoch from an initial state: ``initial_state``),
+    put into each task's operator by ``restore(operator, table)``."""
 
     epoch: int
     restore_epoch: int | None
     watermark: int | None
     inputs: int = 0
     final: bool = False
+    restore: Callable[[Any, Any], int] | None = None

@@ -12,20 +12,25 @@ from .errors import InputError
 def aggregate_type(kind: str, column: str | None, input_type: Any) -> Any:
     """Spark type of an aggregate's output column (``kind`` of ``column``, whose type is ``input_type``), as the
     built-in aggregate declares it by name (``operators.builtin_aggregates``)."""
-    from pyspark.sql.types import DoubleType, LongType
-
     aggregate = AGGREGATES[kind]
     given = None if input_type is None else input_type.simpleString()
     if aggregate.NUMERIC and given not in NUMERIC_TYPES:
         raise InputError(f"--agg {kind}:{column}: column {column!r} has type {given}, "
                          f"{kind} needs an integer or floating-point column")
-    name = aggregate.result_type(given)
-    if name == given:
+    return declared_type(aggregate.result_type(given), input_type, f"--agg {kind}:{column}")
+
+
+def declared_type(name: str | None, input_type: Any, what: str) -> Any:
+    """The Spark type an aggregate declares by ``name`` for a column of Spark type ``input_type``: that type
+    itself, a long or a double (``what``: the aggregate, as errors name it)."""
+    from pyspark.sql.types import DoubleType, LongType
+
+    if input_type is not None and name == input_type.simpleString():
         return input_type
     declared = {t.simpleString(): t for t in (LongType(), DoubleType())}
     if name not in declared:
-        raise InputError(f"--agg {kind}:{column}: the aggregate declares the result type {name!r}, which "
-                         f"statekit.spark.schemas does not make (one of {', '.join(declared)})")
+        raise InputError(f"{what}: the aggregate declares the type {name!r}, which statekit.spark.schemas does not "
+                         f"make (one of {', '.join(declared)})")
     return declared[name]
 
 

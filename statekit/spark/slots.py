@@ -169,6 +169,9 @@ class LocalRun:
         self.slot, fast, caught_up = acquire(job, self.epoch, self.store, self.kgs)
         t1 = time.perf_counter()
         op, out = self.slot.operator, self.slot.output
+        if self.epoch.restore is not None:  # the rows are state to put in (an initial state), not records
+            self.epoch.restore(op, valid)
+            return Processed(0, None, None, 0, False, False, 0, t1 - t0, time.perf_counter() - t1)
         migrated = 0 if fast else op.metrics.get("state_migrated", 0)  # migrations run as a restored operator opens
         late_before = op.metrics.get("late_dropped", 0)
         watermark_before = op.current_watermark()

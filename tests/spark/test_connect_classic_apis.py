@@ -24,7 +24,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("spark/session_kind.py", "job_canceller"): "cancelAllJobs on a classic session; interruptAll on Connect (is_connect)",
     ("spark/session_kind.py", "input_splits"): "the plan's partitions on a classic session; a job on Connect (is_connect)",
     ("spark/files.py", "_listed"): "Hadoop's listing on a classic session; Spark's file source on Connect (is_connect)",
-    ("spark/api.py", "hadoop_checkpoint"): "Hadoop's connector check on a classic session; off on Connect (is_connect)",
+    ("spark/stream_location.py", "hadoop_checkpoint"): "Hadoop's connector check on a classic session; off on Connect (is_connect)",
 }
 """(file under statekit/, enclosing function) -> why it may use a classic-only API there."""
 
