@@ -75,8 +75,8 @@ def budget_warning(state_bytes: int, budget: int, backend: str) -> str | None:
         return None
     then = ("past it this run fails: raise it or run with --backend rocksdb" if backend in IN_MEMORY_BACKENDS else
             "the operators' working sets are not bounded by it yet: raise it or give the executor more memory")
-    return (f"statekit: the state of one process is {state_bytes / 2**20:,.0f} MiB, {state_bytes / budget:.0%} of "
-            f"its memory budget of {budget / 2**20:,.0f} MiB ({BUDGET_SETTING}, split across the executor's state "
+    return (f"statekit: the state of one process is {state_bytes / 2**20:,.1f} MiB, {state_bytes / budget:.0%} of "
+            f"its memory budget of {budget / 2**20:,.1f} MiB ({BUDGET_SETTING}, split across the executor's state "
             f"hosts); {then}")
 
 
