@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import errno
 import json
 import os
 import re
@@ -198,17 +199,17 @@ def _tail(log: Path, offset: int) -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs; a child of this process that ended (a zombie) is reaped here and does not."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return False
+    except ChildProcessError:  # not this process's child
+        pass
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of this process counts as gone
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
+    except OSError as e:
+        return e.errno == errno.EPERM  # another user's process; ESRCH: none
+    return True
 
 
 def _signal(pid: int, sig: int) -> None:
