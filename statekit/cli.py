@@ -102,12 +102,13 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="Spark's warnings too (by default it logs errors only)")
 
 
-def _conf(pairs: list[str]) -> dict[str, str]:
+def _conf(pairs: list[str], flag: str = "--conf") -> dict[str, str]:
+    """``KEY=VALUE`` pairs of a repeatable ``flag`` as a dict."""
     out = {}
     for pair in pairs:
         k, sep, v = pair.partition("=")
         if not sep:
-            raise ValueError(f"--conf {pair!r}: expected KEY=VALUE")
+            raise ValueError(f"{flag} {pair!r}: expected KEY=VALUE")
         out[k.strip()] = v.strip()
     return out
 
@@ -182,7 +183,7 @@ def _kafka_input(args: Any) -> Any:
     if not args.kafka_bootstrap_servers:
         raise ValueError(f"--topic {args.topic} needs --kafka-bootstrap-servers HOST:PORT")
     return KafkaInput(args.kafka_bootstrap_servers, args.topic, args.starting_offsets, args.fmt or "json",
-                      args.value_schema, tuple(_conf(args.kafka_option).items()))
+                      args.value_schema, tuple(_conf(args.kafka_option, "--kafka-option").items()))
 
 
 def _kafka_sink(args: Any) -> Any:
