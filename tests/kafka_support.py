@@ -10,9 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow.parquet as pq
 
@@ -114,16 +115,36 @@ def metrics(out: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def run_driver(spec: dict, timeout: float = 240) -> subprocess.CompletedProcess:
+def run_driver(spec: dict, logs: Path, timeout: float = 240,
+               during: Callable[[subprocess.Popen], None] | None = None) -> subprocess.CompletedProcess:
     """tests/kafka/kafka_driver.py with ``spec`` in a fresh process group (a driver that kills itself takes its JVM
-    with it; whatever is left of the group is killed after)."""
-    proc = subprocess.Popen([sys.executable, str(DRIVER), json.dumps(spec)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    finally:
+    with it; whatever is left of the group is killed after); ``during`` is called with the process as it runs. Its
+    output goes to ``logs``.out and .err, not to pipes: a pipe nobody reads while ``during`` waits would stop the
+    driver when full."""
+    out, err = logs.with_suffix(".out"), logs.with_suffix(".err")
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, str(DRIVER), json.dumps(spec)], stdout=stdout, stderr=stderr,
+                                text=True, start_new_session=True, cwd=ROOT)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+            if during is not None:
+                during(proc)
+            proc.wait(timeout)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(), err.read_text())
+
+
+def when_epochs(out: Path, epochs: int, action: Callable[[], None]) -> Callable[[subprocess.Popen], None]:
+    """A ``run_driver`` ``during`` that calls ``action`` once ``out`` has committed ``epochs`` epochs."""
+    def during(proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + 180
+        while len(metrics(out)) < epochs:
+            assert proc.poll() is None, f"the driver ended (status {proc.returncode}) before {epochs} epochs"
+            assert time.monotonic() < deadline, f"no {epochs} epochs in 180s"
+            time.sleep(0.2)
+        action()
+    return during

@@ -3,7 +3,7 @@
 The protocol (docs/kafka.md, RELIABILITY.md), after Flink's two-phase-commit KafkaSink, fitted to statekit's epochs:
 an epoch's results are published under the output, then ``write`` sends them in one Kafka transaction together
 with the epoch's marker, then the epoch commits. The producer's ``transactional.id`` derives from the checkpoint,
-the operator and the topic, so the producer of a new run fences every earlier one (``init_transactions`` aborts
+the operator and the topic, so each epoch's producer fences every earlier one (``init_transactions`` aborts
 the transaction a killed run left open: a ``read_committed`` consumer never sees its records). The marker is the
 offset ``epoch + 1`` that the sink's consumer group (named like the transactional id) commits on partition 0 of the
 topic inside the transaction (``send_offsets_to_transaction``): visible exactly when the epoch's records are. A
@@ -17,7 +17,8 @@ import datetime
 import decimal
 import hashlib
 import json
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping
 
 from .plan import INVALID_TAG, LATE_TAG
 from .sinks import EpochSink
@@ -36,6 +37,24 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     raise TypeError(f"a result value of type {type(value).__name__} has no JSON form")
+
+
+def _retried(step: Callable[[], Any]) -> Any:
+    """``step`` (a call of the Kafka client) again while it fails with an error Kafka calls retriable (a coordinator
+    moving or loading, as after a broker restart), for up to ``_TIMEOUT`` seconds; then its error."""
+    kafka = _client()
+    deadline = time.monotonic() + _TIMEOUT
+    while True:
+        try:
+            return step()
+        except kafka.KafkaException as e:
+            error = e.args[0]
+            transient = error.retriable() or error.code() in (kafka.KafkaError.NOT_COORDINATOR,
+                                                              kafka.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                                              kafka.KafkaError.COORDINATOR_NOT_AVAILABLE)
+            if not transient or error.txn_requires_abort() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _client() -> Any:
@@ -60,22 +79,13 @@ class KafkaSink(EpochSink):
         self.side_topics = {tag: t for tag, t in ((LATE_TAG, late_topic), (INVALID_TAG, invalid_topic)) if t}
         self.transactional_id = transactional_id
         self.config = dict(config or {})
-        self._producer: Any = None
         self._pending: dict[str, Any] = {}
         self._pending_epoch: int | None = None
-
-    def __getstate__(self) -> dict[str, Any]:  # a Spark Connect server gets the sink without this process's producer
-        return {**self.__dict__, "_producer": None, "_pending": {}, "_pending_epoch": None}
 
     def open(self, checkpoint: str, operator_id: str) -> None:
         if self.transactional_id is None:
             digest = hashlib.sha256(f"{checkpoint}\0{operator_id}\0{self.topic}".encode()).hexdigest()[:20]
             self.transactional_id = f"statekit-{operator_id}-{digest}"
-
-    def close(self) -> None:
-        if self._producer is not None:
-            self._producer.flush(_TIMEOUT)
-            self._producer = None
 
     def written_through(self) -> int | None:
         """The last epoch whose transaction committed (its marker), None if none did."""
@@ -83,7 +93,7 @@ class KafkaSink(EpochSink):
         consumer = kafka.Consumer({**self._common(), "group.id": self._group(), "enable.auto.commit": False,
                                    "isolation.level": "read_committed"})
         try:
-            [marker] = consumer.committed([kafka.TopicPartition(self.topic, 0)], timeout=_TIMEOUT)
+            [marker] = _retried(lambda: consumer.committed([kafka.TopicPartition(self.topic, 0)], timeout=_TIMEOUT))
         finally:
             consumer.close()
         if marker.error is not None:
@@ -100,7 +110,7 @@ class KafkaSink(EpochSink):
         kafka = _client()
         side = self._pending if self._pending_epoch == epoch_id else {}
         self._pending, self._pending_epoch = {}, None
-        producer = self._transactional_producer()
+        producer = self._transactional_producer()  # fences earlier ones; aborts a transaction one left open
         done = self.written_through()
         if done is not None and done >= epoch_id:
             return  # a replay: this epoch's transaction committed before
@@ -114,7 +124,8 @@ class KafkaSink(EpochSink):
             consumer = kafka.Consumer({**self._common(), "group.id": self._group()})
             try:
                 marker = kafka.TopicPartition(self.topic, 0, epoch_id + 1, json.dumps({"epoch": epoch_id}))
-                producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), _TIMEOUT)
+                metadata = consumer.consumer_group_metadata()
+                _retried(lambda: producer.send_offsets_to_transaction([marker], metadata, _TIMEOUT))
             finally:
                 consumer.close()
         except BaseException:
@@ -126,7 +137,7 @@ class KafkaSink(EpochSink):
         """Commit the epoch's transaction (its records and marker become visible together)."""
         kafka = _client()
         try:
-            producer.commit_transaction(_TIMEOUT)
+            _retried(lambda: producer.commit_transaction(_TIMEOUT))
         except kafka.KafkaException as e:
             if e.args[0].txn_requires_abort():
                 self._abort(producer)
@@ -136,8 +147,8 @@ class KafkaSink(EpochSink):
         kafka = _client()
         try:
             producer.abort_transaction(_TIMEOUT)
-        except kafka.KafkaException:  # fenced or fatal: the producer goes; the next run's init aborts the transaction
-            self._producer = None
+        except kafka.KafkaException:  # fenced or fatal: the next producer's init aborts the transaction
+            pass
 
     def _send(self, producer: Any, topic: str, table: Any, key: str | None, epoch_id: int) -> None:
         headers = [(EPOCH_HEADER, str(epoch_id).encode())]
@@ -153,16 +164,16 @@ class KafkaSink(EpochSink):
             producer.poll(0)
 
     def _transactional_producer(self) -> Any:
-        """This run's producer, made and initialized once: ``init_transactions`` fences earlier producers of the
-        same transactional id and aborts a transaction one left open."""
-        if self._producer is None:
-            if self.transactional_id is None:
-                raise RuntimeError("KafkaSink.open was not called: run it through run_keyed or sessionize")
-            producer = _client().Producer({**self._common(), "transactional.id": self.transactional_id,
-                                           "linger.ms": 5, **self.config})
-            producer.init_transactions(_TIMEOUT)
-            self._producer = producer
-        return self._producer
+        """A new producer of the sink's transactional id for one epoch, initialized: ``init_transactions`` fences
+        earlier producers of the id and aborts a transaction one left open. One per epoch, not per run: a
+        producer that outlived a broker restart idle could hang in its next transaction (librdkafka 2.16 against
+        Kafka 4.1); a new one costs a connection and an InitProducerId request."""
+        if self.transactional_id is None:
+            raise RuntimeError("KafkaSink.open was not called: run it through run_keyed or sessionize")
+        producer = _client().Producer({**self._common(), "transactional.id": self.transactional_id, "linger.ms": 5,
+                                       **self.config})
+        _retried(lambda: producer.init_transactions(_TIMEOUT))
+        return producer
 
     def _group(self) -> str:
         return f"{self.transactional_id}-epochs"
