@@ -29,10 +29,28 @@ TOP_REASONS = 3
 
 
 def _sessionize_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True,
+    p.add_argument("--input", default=None,
                    help="a file, a directory of files of one format, or a glob of a directory's files ('clicks/*.csv'); "
                         "a stream takes them oldest modification time first, which must be name order: files whose "
-                        "times tie or are out of name order are refused before the first epoch")
+                        "times tie or are out of name order are refused before the first epoch (or --topic)")
+    kafka = p.add_argument_group("Kafka (docs/kafka.md; pip install 'statekit[kafka]')")
+    kafka.add_argument("--topic", default=None, help="read this Kafka topic instead of --input")
+    kafka.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT[,...]",
+                       help="the Kafka cluster of --topic and of --sink-topic")
+    kafka.add_argument("--starting-offsets", default="earliest",
+                       help="where a new run starts reading: earliest (default), latest, or Spark's JSON of offsets "
+                            "per partition; a rerun goes on from its checkpoint")
+    kafka.add_argument("--value-schema", default=None, metavar="DDL",
+                       help="the columns of the messages' values, 'user_id STRING, ts_ms LONG, value DOUBLE' "
+                            "(default for --format json: inferred from the first messages; csv needs it)")
+    kafka.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="an option of Spark's Kafka source (maxOffsetsPerTrigger=N, kafka.security.protocol=...)")
+    kafka.add_argument("--sink-topic", default=None,
+                       help="also write each epoch's sessions into this topic as JSON, exactly once (one Kafka "
+                            "transaction per epoch: read it with isolation.level=read_committed)")
+    kafka.add_argument("--sink-late-topic", default=None, help="the late records into this topic, in the same transaction")
+    kafka.add_argument("--sink-invalid-topic", default=None,
+                       help="the invalid records into this topic, in the same transaction")
     p.add_argument("--output", required=True,
                    help="output: a directory of parquet part files per epoch, or with --output-format delta a Delta table")
     p.add_argument("--output-format", choices=["parquet", "delta"], default="parquet",
@@ -65,7 +83,8 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
                        help="a Spark Connect session instead: sc://host:port, or local[N] for a server started here "
                             "(default: pyspark's SPARK_REMOTE environment variable, if set)")
     p.add_argument("--format", dest="fmt", choices=["csv", "parquet", "json"], default=None,
-                   help="input format (default: from the file extension)")
+                   help="input format (default: from the file extension; for --topic the values' format, json or csv, "
+                        "default json)")
     p.add_argument("--mode", choices=["stream", "batch"], default="stream",
                    help="stream: one epoch per input file; batch: the whole input as one epoch, then the final one")
     p.add_argument("--trigger", choices=["available-now", "continuous"], default="available-now",
@@ -90,12 +109,13 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="Spark's warnings too (by default it logs errors only)")
 
 
-def _conf(pairs: list[str]) -> dict[str, str]:
+def _conf(pairs: list[str], flag: str = "--conf") -> dict[str, str]:
+    """``KEY=VALUE`` pairs of a repeatable ``flag`` as a dict."""
     out = {}
     for pair in pairs:
         k, sep, v = pair.partition("=")
         if not sep:
-            raise ValueError(f"--conf {pair!r}: expected KEY=VALUE")
+            raise ValueError(f"{flag} {pair!r}: expected KEY=VALUE")
         out[k.strip()] = v.strip()
     return out
 
@@ -115,6 +135,11 @@ def run_sessionize(args: Any) -> int:
     if not 0 <= args.max_invalid_fraction <= 1:
         raise ValueError(f"--max-invalid-fraction must be between 0 and 1, got {args.max_invalid_fraction}")
     conf = _conf(args.conf)
+    kafka, sink = _kafka_input(args), _kafka_sink(args)
+    if kafka is not None:
+        from .spark.kafka import kafka_conf
+
+        conf = kafka_conf(conf)
     url = remote_url(args.master, args.remote)
     preflight_sessionize(input=args.input, output=args.output, key=args.key, time=args.time, aggs=args.agg or ["count"],
                          gap=args.gap, watermark_delay=args.watermark_delay, fmt=args.fmt, max_ahead=args.max_ahead,
@@ -122,7 +147,7 @@ def run_sessionize(args: Any) -> int:
                          connect_server=not starts_jvm(url), mode=args.mode,
                          spark_checkpoint=args.spark_checkpoint or conf.get("spark.statekit.spark_checkpoint"),
                          conf=conf, time_spec=TimeSpec(args.time_unit or "ms", args.time_format, args.time_zone),
-                         unit_given=args.time_unit is not None, initial_state=args.initial_state)
+                         unit_given=args.time_unit is not None, initial_state=args.initial_state, kafka=kafka)
     with command_session(args.master, conf, app_name="statekit sessionize", quiet=not args.verbose, remote=url) as spark, \
             CtrlC(None, job_canceller(spark)) as ctrl_c, tqdm(desc="epochs", unit="epoch", file=sys.stderr) as bar:
         def progress(m: dict) -> None:
@@ -137,7 +162,7 @@ def run_sessionize(args: Any) -> int:
                              trigger=args.trigger, final=args.final, migrate_state=args.migrate_state, max_ahead=args.max_ahead,
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
                              state_layout=args.state_layout, progress=progress, time_unit=args.time_unit or "ms",
-                             time_format=args.time_format, time_zone=args.time_zone,
+                             time_format=args.time_format, time_zone=args.time_zone, kafka=kafka, sink=sink,
                              initial_state=args.initial_state, initial_state_format=args.initial_state_format)
     records = summary.total("records_in")
     if (summary.stopped or ctrl_c.requested) and args.trigger == "available-now":
@@ -156,6 +181,36 @@ def run_sessionize(args: Any) -> int:
           f"{_side_outputs(summary)}, {records / summary.seconds if summary.seconds else 0:,.0f} records/s; "
           f"output {summary.output}, checkpoint {summary.checkpoint}")
     return _invalid_exit(summary, args.max_invalid_fraction)
+
+
+def _kafka_input(args: Any) -> Any:
+    """The ``KafkaInput`` of ``--topic`` (None: the input is ``--input``), its flags checked."""
+    if (args.input is None) == (args.topic is None):
+        raise ValueError("pass one input: --input (files) or --topic (a Kafka topic, with --kafka-bootstrap-servers)")
+    if args.topic is None:
+        return None
+    from .spark.kafka import KafkaInput
+
+    if not args.kafka_bootstrap_servers:
+        raise ValueError(f"--topic {args.topic} needs --kafka-bootstrap-servers HOST:PORT")
+    return KafkaInput(args.kafka_bootstrap_servers, args.topic, args.starting_offsets, args.fmt or "json",
+                      args.value_schema, tuple(_conf(args.kafka_option, "--kafka-option").items()))
+
+
+def _kafka_sink(args: Any) -> Any:
+    """The ``KafkaSink`` of ``--sink-topic`` (None: none asked)."""
+    if args.sink_topic is None:
+        if args.sink_late_topic or args.sink_invalid_topic:
+            raise ValueError("--sink-late-topic and --sink-invalid-topic go with --sink-topic")
+        return None
+    if not args.kafka_bootstrap_servers:
+        raise ValueError(f"--sink-topic {args.sink_topic} needs --kafka-bootstrap-servers HOST:PORT")
+    if args.output_format == "delta":
+        raise ValueError("--sink-topic and --output-format delta: pass one sink")
+    from .spark.kafka_sink import KafkaSink
+
+    return KafkaSink(args.kafka_bootstrap_servers, args.sink_topic, late_topic=args.sink_late_topic,
+                     invalid_topic=args.sink_invalid_topic)
 
 
 def _reasons(summary: RunSummary) -> dict[str, int]:

@@ -75,6 +75,27 @@ def test_each_mistake_is_reported_before_spark_starts(inp, tmp_path, flags, mess
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+@pytest.mark.parametrize("flags,message", [
+    (["--input", "{tmp}/in", "--topic", "clicks"], "pass one input: --input (files) or --topic (a Kafka topic"),
+    (["--topic", "clicks"], "--topic clicks needs --kafka-bootstrap-servers HOST:PORT"),
+    (["--topic", "clicks", "--kafka-bootstrap-servers", "localhost:1", "--format", "parquet"],
+     "--format 'parquet' for a Kafka topic: its values are text, one of json, csv"),
+    (["--topic", "clicks", "--kafka-bootstrap-servers", "localhost:1", "--format", "csv"],
+     "CSV messages have no header: pass their columns with --value-schema"),
+    (["--topic", "clicks", "--kafka-bootstrap-servers", "localhost:1", "--kafka-option", "maxOffsetsPerTrigger"],
+     "--kafka-option 'maxOffsetsPerTrigger': expected KEY=VALUE"),
+    (["--input", "{tmp}/in", "--sink-late-topic", "late"], "--sink-late-topic and --sink-invalid-topic go with --sink-topic"),
+])
+def test_each_kafka_mistake_is_reported_before_spark_starts(inp, tmp_path, flags, message):
+    argv = ["sessionize", "--output", str(tmp_path / "out"), "--key", "user_id", "--time", "ts_ms",
+            *(f.format(tmp=tmp_path) for f in flags)]
+    r, _ = cli(*argv)
+    assert r.returncode == 2, r.stderr
+    assert f"statekit sessionize: error: {message}" in r.stderr
+    assert r.stderr.rstrip().endswith("no pyspark"), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_output_holding_someone_elses_file_is_refused_and_the_file_left_as_it_was(inp, tmp_path):
     out = tmp_path / "out"
     (out / "epoch=0").mkdir(parents=True)

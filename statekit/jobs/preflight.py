@@ -23,6 +23,7 @@ from ..spark.file_order import check_file_order
 from ..spark.input_files import FORMATS, input_format, is_data_file, missing, nothing_found, split_glob
 from ..spark.java import find_java
 from ..spark.initial_state import refuse_started
+from ..spark.kafka import KafkaInput
 from ..spark.output_dir import check_output_is_own
 from ..spark.spark_checkpoint import BELOW_CHECKPOINT, files_read
 from .aggregates import parse_aggs
@@ -200,19 +201,21 @@ def check_time_values(path: Path, fmt: str, time: str, time_spec: TimeSpec, unit
                      f"not times ({why}); {fix}")
 
 
-def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
+def preflight_sessionize(*, input: str | None, output: str, key: str, time: str, aggs: Iterable[str], gap: int | str,
                          watermark_delay: int | str, fmt: str | None, max_ahead: str | None, partitions: int | None,
                          checkpoint: str | None, output_format: str, connect_server: bool = False,
                          mode: str = "stream", spark_checkpoint: str | None = None,
                          conf: Mapping[str, str] | None = None, time_spec: TimeSpec = TimeSpec(),
-                         unit_given: bool = True, initial_state: str | None = None) -> None:
+                         unit_given: bool = True, initial_state: str | None = None,
+                         kafka: KafkaInput | None = None) -> None:
     """Everything of a ``sessionize`` run that can be checked without Spark (see the module doc); raises
     ``ValueError`` (``InputError`` for the input and output) naming the flag, file or column at fault.
     ``connect_server``: the run's Spark is a Spark Connect server reached at ``sc://``; ``spark_checkpoint``:
     the one given (flag or Spark conf), whose file source a resumed stream read its first files by; ``conf``:
     its ``--conf`` Spark settings; ``time_spec``: how its times are read (``--time-unit``, ``--time-format``,
     ``--time-zone``); ``unit_given``: ``--time-unit`` was passed (else epoch numbers of another unit are refused);
-    ``initial_state``: the table of open sessions a new checkpoint starts from (it must exist, the checkpoint be new)."""
+    ``initial_state``: the table of open sessions a new checkpoint starts from (it must exist, the checkpoint be new);
+    ``kafka``: the run reads this topic instead of ``input`` (its flags checked here, the topic by the run)."""
     aggs = list(aggs)
     check_flags(gap=gap, watermark_delay=watermark_delay, max_ahead=max_ahead, partitions=partitions, aggs=aggs,
                 conf=conf)
@@ -226,7 +229,9 @@ def preflight_sessionize(*, input: str, output: str, key: str, time: str, aggs: 
     if initial_state is not None and local(initial_state) and not glob.has_magic(initial_state) \
             and not os.path.exists(initial_state):
         raise InputError(f"--initial-state {initial_state}: no such file or directory")
-    if local(input) and not connect_server:
+    if kafka is not None:
+        kafka.check()
+    elif local(input) and not connect_server:
         required = [(key, "key"), (time, "time")]
         required += [(a.column, f"--agg {a.kind}") for a in parse_aggs(aggs) if a.column]
         spark_dir = spark_checkpoint or f"{job_checkpoint(files, checkpoint).rstrip('/')}/{BELOW_CHECKPOINT}"

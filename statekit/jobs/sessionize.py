@@ -1,7 +1,7 @@
-"""The sessionize job: session windows per key over files, through Spark, exactly once.
+"""The sessionize job: session windows per key over files or a Kafka topic, through Spark, exactly once.
 
 ``sessionize(spark, input=..., output=..., key=..., time=..., gap="30s", ...)`` reads a file, a
-directory or a glob of its files (csv, parquet or json), builds a WindowOperator with event-time session windows and the
+directory or a glob of its files (csv, parquet or json), or with ``kafka=KafkaInput(...)`` a topic, builds a WindowOperator with event-time session windows and the
 ``--agg`` aggregates, and runs it with ``statekit.spark.run_keyed``. Output rows:
 ``<key>, window_start, window_end, <aggregates>`` with window bounds in the kind of the input's times
 (``spark.event_time``): timestamps for timestamps and text, integers in the input's unit for numbers.
@@ -22,6 +22,8 @@ from ..spark.files import read_files
 from ..spark.initial_sessions import initial_sessions, session_state_columns
 from ..spark.initial_state import InitialState, refuse_started
 from ..spark.input_files import FORMATS
+from ..spark.columns import check_columns
+from ..spark.kafka import REASON, KafkaInput, read_topic
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.sinks import DeltaSink
@@ -105,7 +107,7 @@ class SessionRows(WindowColumnsFunction):
         return [keys, from_millis(starts, self.unit), from_millis(ends, self.unit), *results]
 
 
-def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap: int | str = "30s",
+def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, time: str, gap: int | str = "30s",
                watermark_delay: int | str = 0, aggs: Iterable[str] = ("count",), backend: str | None = None,
                checkpoint: str | None = None, partitions: int | None = None, fmt: str | None = None,
                mode: str = "stream", trigger: str = "available-now", final: bool = False,
@@ -113,7 +115,8 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                spark_checkpoint: str | None = None, sink: Any = None, migrate_state: bool = False,
                state_layout: str | None = None, progress: Callable[[dict], None] | None = None,
                time_unit: str = "ms", time_format: str | None = None, time_zone: str = "UTC",
-               initial_state: str | None = None, initial_state_format: str | None = None) -> RunSummary:
+               kafka: KafkaInput | None = None, initial_state: str | None = None,
+               initial_state_format: str | None = None) -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
     ``max_ahead``, ``spark_checkpoint``, ``sink`` and ``time_unit``, ``time_format``, ``time_zone`` as for
     ``run_keyed``. ``output_format="delta"``: ``output`` is a Delta table getting one transaction per epoch;
@@ -123,17 +126,22 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     ``state_layout``: ``table`` (all keys' sessions as columns, stored per key group: for millions of
     keys) or ``cells`` (a stored value per key); None: the layout the checkpoint was written with, and
     ``default_state_layout`` of the job's backend for a new one. A checkpoint keeps its layout: another one
-    is refused. ``initial_state``: a table of open sessions (parquet, csv, json or Delta;
-    ``initial_state_format``, else by its files) a new checkpoint starts from, as if the job had sessionized
-    the history that made them (``spark.initial_sessions``; docs/sessionize.md); a row that is not such a
-    session is refused, naming it, before anything is written, and so is a checkpoint with committed epochs."""
+    is refused. ``kafka``: read this topic instead of ``input`` (``fmt`` is then ``kafka.fmt``); a message that
+    does not parse goes to ``_invalid`` with its topic, partition and offset; ``final`` with
+    ``trigger="available-now"``: up to the offsets at the run's start. ``initial_state``: a table of open
+    sessions (parquet, csv, json or Delta; ``initial_state_format``, else by its files) a new checkpoint starts
+    from, as if the job had sessionized the history that made them (``spark.initial_sessions``;
+    docs/sessionize.md); a row that is not such a session is refused, naming it, before anything is written,
+    and so is a checkpoint with committed epochs."""
+    if (input is None) == (kafka is None):
+        raise ValueError("pass one input: input (files) or kafka (a topic)")
     if output_format not in ("parquet", "delta"):
         raise ValueError(f"--output-format must be parquet or delta, got {output_format!r}")
     if output_format == "delta" and sink is not None:
         raise ValueError("output_format='delta' is a sink already: pass one of them")
     gap_ms = session_gap_ms(gap)
     delay_ms = to_millis(watermark_delay, "--watermark-delay")
-    if fmt is not None and fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS and kafka is None:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     parsed = parse_aggs(aggs)
     time_spec = TimeSpec(time_unit, time_format, time_zone)
@@ -145,9 +153,15 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
     if initial_state is not None:  # before the input and the table are read
         refuse_started(checkpoint)
     stream = mode == "stream"
-    df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream,
-                                  time_spec=time_spec,
-                                  spark_checkpoint=stream_checkpoint(spark, checkpoint, spark_checkpoint) if stream else None)
+    if kafka is not None:
+        df = read_topic(spark, kafka, stream=stream)
+        schema = df.schema
+        check_columns(f"topic {kafka.topic}", schema.fieldNames(), required)
+        kind = schema[time].dataType
+    else:
+        df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream,
+                                      time_spec=time_spec, spark_checkpoint=stream_checkpoint(
+                                          spark, checkpoint, spark_checkpoint) if stream else None)
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
     bounds_unit = time_spec.bounds_unit(kind)
     if bounds_unit == "s" and gap_ms % 1000:
@@ -177,4 +191,4 @@ def sessionize(spark: Any, *, input: str, output: str, key: str, time: str, gap:
                      mode=mode, final=final or mode == "batch", trigger=trigger, operator_id="sessionize",
                      max_ahead=max_ahead, progress=progress, sink=DeltaSink(output) if delta else sink,
                      spark_checkpoint=spark_checkpoint, time_unit=time_unit, time_format=time_format,
-                     time_zone=time_zone, initial_state=initial)
+                     time_zone=time_zone, reason=REASON if kafka is not None else None, initial_state=initial)

@@ -9,6 +9,8 @@ from .api import FAULT_ENV, RunSummary, resolve_config, run_keyed
 from .epochs import EpochLog, EpochRecord
 from .errors import InjectedFault, InputError, JavaNotFoundError, StopRequested
 from .java import find_java
+from .kafka import KafkaInput, kafka_conf, read_topic
+from .kafka_sink import KafkaSink
 from .plan import LATE_TAG, Fault
 from .runtime import warm_up_workers
 from .session import DEFAULT_MASTER, spark_session
@@ -17,5 +19,5 @@ from .sinks import DeltaSink, EpochSink, FunctionSink
 from .read_state import read_state_df
 
 __all__ = ["DEFAULT_MASTER", "EpochLog", "EpochRecord", "FAULT_ENV", "Fault", "InjectedFault", "InputError",
-           "DeltaSink", "EpochSink", "FunctionSink", "JavaNotFoundError", "LATE_TAG", "METRICS_FILE", "OutputDir", "RunSummary", "StopRequested", "find_java",
-           "read_state_df", "resolve_config", "run_keyed", "spark_session", "warm_up_workers"]
+           "DeltaSink", "EpochSink", "FunctionSink", "JavaNotFoundError", "KafkaInput", "KafkaSink", "LATE_TAG", "METRICS_FILE", "OutputDir", "RunSummary", "StopRequested", "find_java",
+           "kafka_conf", "read_state_df", "read_topic", "resolve_config", "run_keyed", "spark_session", "warm_up_workers"]

@@ -41,9 +41,10 @@ from .errors import InputError, StopRequested, task_failure
 from .event_time import MILLIS, TimeSpec
 from .initial_state import InitialState, refuse_started
 from .interrupts import CtrlC
+from .micro_batches import no_rows, run_stream
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, Fault, JobPlan
 from .connect_stream import LeaseToken, stream_on_server
-from .records import ROUTE, Router, routed_schema, routing_values
+from .records import REFUSED, ROUTE, Router, routed_schema, routing_values
 from .recovery import check_epochs
 from .schemas import arrow_schema
 from .server_python import check_server_python
@@ -171,13 +172,14 @@ class EpochRunner:
         clock = int(time.time() * 1000)
         limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
-        source = df if df is not None else _no_rows(self.spark, self.input_schema)
+        source = df if df is not None else no_rows(self.spark, self.input_schema)
         inputs = input_splits(source)
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, inputs, final,
                          None if initial is None else initial[0].restore)
         time_column = job.columns[1]
         router = Router(job.columns[0], time_column, job.partitions, job.max_parallelism, self.routing,
-                        job.routed_schema, limit, self.max_ahead, self.time_spec)
+                        job.routed_schema, limit, self.max_ahead, self.time_spec,
+                        initial is None and REFUSED in self.input_schema.names)
         if initial is None:
             timed = source.withColumn(MILLIS, self.time_spec.millis(time_column, self.input_schema[time_column].dataType))
             routed = self.routed_schema
@@ -287,7 +289,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
               progress: Callable[[dict], None] | None = None,
               sink: EpochSink | Callable[[Any, int], None] | None = None,
               spark_checkpoint: str | None = None, time_unit: str = "ms", time_format: str | None = None,
-              time_zone: str = "UTC", initial_state: InitialState | None = None) -> RunSummary:
+              time_zone: str = "UTC", reason: str | None = None, initial_state: InitialState | None = None) -> RunSummary:
     """Run the operator made by ``operator_factory`` over ``df`` keyed by ``key`` with event time ``time``,
     writing its results under ``output``; returns the epochs' metrics.
 
@@ -314,9 +316,12 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     each epoch with foreachBatch's contract (a replayed epoch calls it again with the same id and rows).
     ``spark_checkpoint``: where Spark's own streaming checkpoint goes (default ``spark.statekit.spark_checkpoint``,
     else ``<checkpoint>/_spark``), anywhere Hadoop can write; ``checkpoint`` and ``output`` are local paths
-    or pyarrow URIs (``s3://``; ``s3a://`` and ``s3n://`` are the same store). ``initial_state``: a new checkpoint's
-    first epoch puts this state in (``InitialState``; a checkpoint with committed epochs is refused), and the run goes
-    on from it as from an epoch it ran."""
+    or pyarrow URIs (``s3://``; ``s3a://`` and ``s3n://`` are the same store). ``reason``: a text column of ``df``
+    saying why a row is invalid (null: it is not), as a parser gives it (``kafka.read_topic``): such rows go to the
+    invalid output with that reason; the column is no row column. ``initial_state``: a new checkpoint's first epoch
+    puts this state in (``InitialState``; a checkpoint with committed epochs is refused), and the run goes on from it
+    as from an epoch it ran."""
+    from pyspark.sql import functions as F
     from pyspark.sql.types import DataType, StringType, StructField, StructType
 
     spark = df.sparkSession
@@ -334,13 +339,18 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     row_columns = list(df.columns if columns is None else columns)
     if len(set(row_columns)) != len(row_columns):
         raise InputError(f"columns {row_columns} name a column twice")
-    missing = [c for c in (key, time, *row_columns) if c not in df.columns]
+    if reason is not None:
+        row_columns = [c for c in row_columns if c != reason] if columns is None else row_columns
+        if reason in (key, time, *row_columns):
+            raise InputError(f"reason column {reason!r} is the key, the time or a row column")
+    missing = [c for c in (key, time, *row_columns, *([reason] if reason else [])) if c not in df.columns]
     if missing:
         raise InputError(f"column {missing[0]!r} not found; available columns: {', '.join(df.columns)}")
     time_spec = TimeSpec(time_unit, time_format, time_zone)
     time_spec.check(spark, time, df.schema[time].dataType)
     columns = [key, time, *(c for c in row_columns if c not in (key, time))]
     selected = df.select(*columns)
+    source = selected if reason is None else df.select(*columns, F.col(reason).cast("string").alias(REFUSED))
     state_config, settings = resolve_config(spark, config)
     delay_ms = to_millis(watermark_delay, "watermark_delay")
     if delay_ms < 0:
@@ -377,9 +387,9 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         result_schema = DataType.fromDDL(result_schema)
     if not isinstance(result_schema, StructType):
         raise TypeError(f"result_schema must be a StructType or a DDL string, got {result_schema!r}")
-    reason = StructField("reason", StringType(), True)
-    invalid_schema = StructType(list(selected.schema.fields) + [reason])
-    late_schema = StructType([selected.schema[c] for c in row_columns] + [reason])
+    why = StructField("reason", StringType(), True)
+    invalid_schema = StructType(list(selected.schema.fields) + [why])
+    late_schema = StructType([selected.schema[c] for c in row_columns] + [why])
     check_output_is_own(output, checkpoint)  # before anything is written below it
     files = OutputDir(output)
     arrow = partial(arrow_schema, timezone=spark.conf.get("spark.sql.session.timeZone"))  # as Spark's batches have it
@@ -402,6 +412,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     spark_checkpoint = stream_checkpoint(spark, checkpoint, spark_checkpoint) if mode == "stream" else None
     description.update(output=files.path, spark_checkpoint=spark_checkpoint)  # for a rollback
     check_server_python(spark)  # on Spark Connect: its workers can run statekit, or a clear error before any epoch
+    epoch_sink = as_sink(sink)
     lease = take_lease(checkpoint, settings, operator_id)
     try:
         job = replace(job, lease_token=lease.token)
@@ -410,8 +421,9 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
         changes = JobRecord(checkpoint).check(description, has_state=log.last() is not None)
         if changes:
             _log.warning("statekit: continuing checkpoint %s with changes it carries: %s", checkpoint, "; ".join(changes))
-        epoch_sink = as_sink(sink)
-        runner = EpochRunner(spark, job, delay_ms, selected.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
+        if epoch_sink is not None:
+            epoch_sink.open(checkpoint, operator_id)
+        runner = EpochRunner(spark, job, delay_ms, source.schema, log, max_ahead_ms, str(max_ahead), progress, changes,
                              epoch_sink, (result_schema, late_schema, invalid_schema), lease, time_spec)
         t0 = perf_counter()
         with CtrlC(runner, job_canceller(spark)):
@@ -419,17 +431,19 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
                 runner.run(initial_state.df, initial=(initial_state, initial_state.job(job, arrow)))
             if mode == "batch":
                 try:
-                    runner.run(selected)
+                    runner.run(source)
                 except StopRequested:  # stopped before the epoch began: it is left whole for the next run
                     pass
             elif is_connect(spark):
-                stream_on_server(selected, runner, runner.server_copy(), spark_checkpoint, trigger, trigger_interval)
+                stream_on_server(source, runner, runner.server_copy(), spark_checkpoint, trigger, trigger_interval)
             else:
-                _stream(selected, runner, spark_checkpoint, trigger, trigger_interval)
+                run_stream(source, runner, spark_checkpoint, trigger, trigger_interval)
             if (final or mode == "batch") and not runner.stop_requested:  # stopped early: the rest is for the next run
                 runner.run(None, final=True)
         return RunSummary(files.path, checkpoint, runner.committed, round(perf_counter() - t0, 3), runner.stop_requested)
     finally:
+        if epoch_sink is not None:
+            epoch_sink.close()
         lease.release()
 
 
@@ -453,46 +467,3 @@ def take_lease(checkpoint: str, settings: Mapping[str, str], operator_id: str) -
     return lease
 
 
-def _stream(df: Any, runner: EpochRunner, spark_checkpoint: str, trigger: str, interval: str) -> None:
-    """Run a streaming query whose batches are epochs until the input is drained (available-now) or a stop is
-    requested (Ctrl-C, ``interrupts``; either trigger: the epoch in progress completes, a batch Spark planned
-    after it is left whole for the next run, then the query stops)."""
-    errors: list[BaseException] = []
-
-    def batch(batch_df: Any, batch_id: int) -> None:
-        try:
-            runner.run(batch_df, batch_id)
-        except BaseException as e:
-            errors.append(e)
-            if isinstance(e, StopRequested):
-                runner.quiet.silence()  # Spark logs a refused batch as a failed query: this stop is deliberate
-            raise
-
-    writer = df.writeStream.foreachBatch(batch).option("checkpointLocation", spark_checkpoint)
-    writer = writer.trigger(availableNow=True) if trigger == "available-now" else writer.trigger(processingTime=interval)
-    query = writer.start()
-    try:
-        while query.isActive and not runner.stop_requested:
-            query.awaitTermination(0.5)
-        if runner.stop_requested:
-            with runner.busy:  # the epoch in progress finishes; a batch after it sees the stop and is refused
-                pass
-            runner.quiet.silence()  # stopping interrupts what Spark planned (a broadcast, a batch): Spark logs it as errors
-            query.stop()  # not under the lock: stopping waits for a batch Spark planned, which must get the lock to be refused
-    except Exception:
-        if not errors:
-            raise
-    finally:
-        runner.quiet.restore()
-    if errors and not (runner.stop_requested and isinstance(errors[0], StopRequested)):
-        raise errors[0]
-    if not runner.stop_requested and query.exception() is not None:
-        raise RuntimeError(f"streaming query failed: {query.exception()}")
-
-
-def _no_rows(spark: Any, schema: Any) -> Any:
-    """An empty DataFrame of ``schema`` in one partition, planned in the JVM (an empty
-    ``createDataFrame`` goes through a Python RDD: about a second of Python workers on a final epoch)."""
-    from pyspark.sql import functions as F
-
-    return spark.range(0, 0, 1, 1).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])

@@ -26,6 +26,9 @@ TS, PART, ROUTE, SEQ, WHY, MARK = "_ts", "_p", "_r", "_seq", "_why", "_m"
 ROUTING_COLUMNS = ((TS, "long"), (PART, "int"), (ROUTE, "int"), (SEQ, "long"), (WHY, "string"), (MARK, "int"))
 """Added to each row: event time (ms), partition, its routing value for Spark's hash partitioner,
 a replay-stable sequence number, why the row is invalid (null: valid), and the end-of-split marker."""
+REFUSED = "_refused"
+"""An input column of reasons given with the rows (``run_keyed(reason=...)``: a parser's verdict): where not null the
+row is invalid for that reason, before its key and time are looked at. It does not go on."""
 FUTURE_REASON = "time ahead of the clock"
 
 
@@ -34,7 +37,8 @@ class Router:
     """Routes the rows of one epoch: ``routing[p]`` is a value Spark's hash partitioner sends to
     partition ``p``; rows with event times after ``time_limit`` (ms, None: no limit) are refused.
     Each batch holds the event time in milliseconds as column ``event_time.MILLIS`` (null where the
-    ``time`` column's value did not convert by ``spec``, which names why); it does not go on."""
+    ``time`` column's value did not convert by ``spec``, which names why); it does not go on, and neither does
+    column ``REFUSED`` when ``refused`` (reasons given with the rows)."""
 
     key: str
     time: str
@@ -45,6 +49,7 @@ class Router:
     time_limit: int | None = None
     max_ahead: str = ""
     spec: TimeSpec = TimeSpec()
+    refused: bool = False
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         """mapInArrow function: each batch with the routing columns, then one marker row per partition."""
@@ -60,12 +65,15 @@ class Router:
                 continue
             parts, why_key = self._partitions(batch.column(self.key))
             ts, why_time = self._times(batch.column(MILLIS), batch.column(self.time))
-            if why_key and why_time:
-                why = pa.array([k if k is not None else t for k, t in zip(why_key, why_time)], pa.string())
+            given = batch.column(REFUSED) if self.refused else None
+            why_given = given.to_pylist() if given is not None and given.null_count < n else []
+            found = [w for w in (why_given, why_key, why_time) if w]  # the first reason of a row is its reason
+            if len(found) > 1:
+                why = pa.array([next((w for w in row if w is not None), None) for row in zip(*found)], pa.string())
             else:
-                why = pa.array(why_key or why_time, pa.string()) if why_key or why_time else pa.nulls(n, pa.string())
+                why = pa.array(found[0], pa.string()) if found else pa.nulls(n, pa.string())
             yield pa.RecordBatch.from_arrays(  # numbered with numpy: pa.array of a range iterates in Python
-                [*batch.drop_columns([MILLIS]).columns, ts, pa.array(parts, pa.int32()),
+                [*batch.drop_columns([MILLIS, REFUSED] if self.refused else [MILLIS]).columns, ts, pa.array(parts, pa.int32()),
                  pa.array(np.asarray(self.routing, np.int32)[parts]),
                  pa.array(np.arange(seq, seq + n, dtype=np.int64)), why, pa.nulls(n, pa.int32())], schema=schema)
             seq += n
@@ -181,5 +189,5 @@ def routed_schema(input_schema: Any) -> Any:
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
     types = {"long": LongType(), "int": IntegerType(), "string": StringType()}
-    return StructType([StructField(f.name, f.dataType, True) for f in input_schema.fields]
+    return StructType([StructField(f.name, f.dataType, True) for f in input_schema.fields if f.name != REFUSED]
                       + [StructField(n, types[t], True) for n, t in ROUTING_COLUMNS])

@@ -28,6 +28,13 @@ class EpochSink(ABC):
         called before ``write`` of the same epoch, with the same contract. Default: not wanted (the
         rows stay under the output directory's ``_late/`` and ``_invalid/``)."""
 
+    def open(self, checkpoint: str, operator_id: str) -> None:
+        """Called once per run before its first epoch with the job's identity (a sink that fences earlier runs of
+        the same job derives its id from it). Default: nothing."""
+
+    def close(self) -> None:
+        """Called once when the run ends, however it ends. Default: nothing."""
+
 
 class FunctionSink(EpochSink):
     """A plain ``function(results_df, epoch_id)``, as for ``foreachBatch``; ``side``, if given, is called as

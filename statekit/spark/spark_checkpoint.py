@@ -5,7 +5,9 @@ then one line per source, ``{"logOffset": n}`` for a file source, ``-`` for a so
 the batch runs, and ``commits/<b>`` after it. A file source logs the files of each of its own batches under
 ``sources/<i>/``: a plain file ``<n>`` per batch, and every tenth batch a ``<n>.compact`` holding the entries
 of every batch up to ``n``; each file is a ``v1`` line, then one JSON entry per line with its ``batchId``.
-Spark drops plain files a compact file covers once they are older than its clean-up delay. Hadoop's local
+Spark drops plain files a compact file covers once they are older than its clean-up delay. A Kafka source's line
+is its offsets, ``{"<topic>": {"<partition>": <next offset>, ...}}``, and its ``sources/<i>/0`` the offsets its
+query started from (a zero byte, then ``v1``). Hadoop's local
 filesystem keeps a ``.<name>.crc`` next to each file: it goes with its file. Everything read is checked
 before it is trusted: a malformed file is an error naming it.
 """
@@ -103,9 +105,10 @@ class SparkCheckpoint:
     def rewind(self, batch: int) -> Rewound:
         """Make ``batch`` (-1: none) the last batch Spark ran: its offset and commit logs end there and each file
         source's log ends at what that batch read, so the batches after it are planned again from the same files.
-        Idempotent: an interrupted rewind is finished by running it again."""
+        Another source (Kafka) keeps its ``sources/<i>/`` (its initial offsets): the kept offset log says where its
+        next batch starts. Idempotent: an interrupted rewind is finished by running it again."""
         done = Rewound()
-        targets = self.source_offsets(batch) if batch >= 0 else {i: -1 for i in self._sources()}
+        targets = self.source_offsets(batch) if batch >= 0 else {i: -1 for i in self._file_sources()}
         later = sorted({b for log in (COMMITS, OFFSETS) for b in self.batches(log) if b > batch}, reverse=True)
         for b in later:  # newest first, each commit before its offsets: a stop midway leaves batches Spark replays
             done.commits += self._delete(f"{COMMITS}/{b}")
@@ -165,8 +168,15 @@ class SparkCheckpoint:
             raise CorruptCheckpointError(f"{self._where(rel)}: expected Spark's {HEADER!r} header, got {lines[0][:40]!r}")
         return [line for line in lines if line]
 
-    def _sources(self) -> list[int]:
-        return sorted(int(d) for d in self.storage.list_dirs(SOURCES) if d.isdigit())
+    def _file_sources(self) -> list[int]:
+        """The sources whose ``sources/<i>/`` is a file source's log: not a Kafka source's initial offsets (a file
+        starting with a zero byte)."""
+        found = []
+        for i in sorted(int(d) for d in self.storage.list_dirs(SOURCES) if d.isdigit()):
+            names = sorted(n for n in self._names(f"{SOURCES}/{i}") if not n.startswith("."))  # not Hadoop's .crc
+            if not names or self.storage.read(f"{SOURCES}/{i}/{names[0]}")[:1] != b"\0":
+                found.append(i)
+        return found
 
     def _names(self, rel: str) -> list[str]:
         prefix = len(rel) + 1

@@ -246,3 +246,27 @@ def test_a_corrupt_or_missing_state_file_names_the_rollback_command(tmp_path):
         with pytest.raises(CorruptCheckpointError, match=("is corrupt" if damage == "flip" else "is missing")) as err:
             store.restore("op", StateConfig(backend="heap", max_parallelism=MAX_PAR), range(MAX_PAR))
         assert str(err.value).endswith(way_out)
+
+
+def test_rewind_keeps_a_kafka_sources_initial_offsets(tmp_path):
+    """A Kafka source beside a file source: rewinding to batch 0 drops later offsets and commits and trims only the
+    file source's log; rewinding to no batch at all keeps the Kafka source's initial offsets (a zero byte, then v1),
+    so a rerun starts from the same offsets, and empties the file source's log."""
+    root = tmp_path / "spark"
+    kafka = root / "sources" / "1"
+    kafka.mkdir(parents=True)
+    (kafka / "0").write_bytes(b'\0v1\n{"clicks":{"0":0,"1":0}}')
+    for b in range(3):
+        _log(root / "sources" / "0", str(b), [b])
+        (root / "offsets").mkdir(exist_ok=True)
+        (root / "offsets" / str(b)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"logOffset":{b}}}\n'
+                                               f'{{"clicks":{{"0":{b * 10},"1":{b * 7}}}}}')
+        (root / "commits").mkdir(exist_ok=True)
+        (root / "commits" / str(b)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    done = SparkCheckpoint(str(root)).rewind(0)
+    assert (done.offsets, done.commits, done.source_files) == (2, 2, 2)
+    assert sorted(p.name for p in kafka.iterdir()) == ["0"]
+    done = SparkCheckpoint(str(root)).rewind(-1)
+    assert (done.offsets, done.commits, done.source_files) == (1, 1, 1)
+    assert (kafka / "0").read_bytes().startswith(b"\0v1\n")
+    assert list((root / "sources" / "0").iterdir()) == []

@@ -1,4 +1,4 @@
-"""Ctrl-C of a continuous run while Spark has just planned a batch: ``_stream`` stops the query and the
+"""Ctrl-C of a continuous run while Spark has just planned a batch: ``run_stream`` stops the query and the
 planned batch is refused (left whole for the next run), with no deadlock between the stop and the batch.
 
 Spark's ``query.stop()`` returns only once the batch thread is done, and that thread runs the planned
@@ -12,7 +12,8 @@ import threading
 from typing import Any
 
 from statekit.spark import StopRequested
-from statekit.spark.api import EpochRunner, _stream
+from statekit.spark.api import EpochRunner
+from statekit.spark.micro_batches import run_stream
 
 
 class Runner:
@@ -98,7 +99,7 @@ class Frame:
 def test_a_stop_while_a_batch_is_planned_refuses_the_batch_without_a_deadlock():
     runner = Runner()
     frame = Frame(runner)
-    _stream(frame, runner, "unused", "continuous", "1 second")  # StopRequested of the refused batch is not raised
+    run_stream(frame, runner, "unused", "continuous", "1 second")  # StopRequested of the refused batch is not raised
     query = frame.query
     assert query.stopped_in_time, "query.stop() waited on a batch that waited on the runner's lock"
     assert len(query.outcome) == 1 and isinstance(query.outcome[0], StopRequested)

@@ -1,0 +1,136 @@
+"""A Kafka topic as ``run_keyed``'s input: Spark's Kafka connector (``spark-sql-kafka-0-10``, from Maven Central
+through ``spark.jars.packages``) reads it, and each message's value, JSON or CSV text, is parsed to columns.
+
+A message whose value does not parse (or has none) keeps its place with null columns and a reason naming its
+topic, partition and offset: ``run_keyed`` routes it to ``_invalid`` (its ``reason`` argument). Beside the value's
+columns each row has Kafka's own ``kafka_key`` (text) and ``kafka_timestamp`` (the record's timestamp), either of
+which can be the key or the event time. docs/kafka.md shows the shapes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any, Mapping
+
+from .errors import InputError
+
+SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+CONNECTOR_VERSION_ENV = "STATEKIT_SPARK_KAFKA_VERSION"
+CONNECTOR_PINS = {"4.3.0": "4.2.0", "4.2.1": "4.2.0", "4.1.4": "4.1.3", "4.0.5": "4.0.4"}
+"""pyspark versions on PyPI whose connector Maven Central did not have when this was pinned: the newest of the same
+line that it has (same Scala 2.13 and DataSource V2 API; tests/kafka runs it)."""
+FORMATS = ("json", "csv")
+KAFKA_KEY, KAFKA_TIMESTAMP = "kafka_key", "kafka_timestamp"
+REASON = "_kafka_reason"
+"""The column holding why a message is invalid (null: it parsed), for ``run_keyed(reason=...)``."""
+_CORRUPT = "_corrupt_record"
+_SAMPLE = 1000
+"""How many of the topic's first messages a JSON value schema is inferred from."""
+_SHOWN = 80
+"""How much of an unparsable value its reason shows."""
+
+
+def connector_package(pyspark_version: str | None = None) -> str:
+    """The Maven coordinates of Spark's Kafka connector for ``pyspark_version`` (default: the installed pyspark's;
+    ``$STATEKIT_SPARK_KAFKA_VERSION`` overrides the version)."""
+    wanted = pyspark_version or version("pyspark")
+    return f"{SPARK_KAFKA}:{os.environ.get(CONNECTOR_VERSION_ENV) or CONNECTOR_PINS.get(wanted, wanted)}"
+
+
+def kafka_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``conf`` with the Kafka connector added to ``spark.jars.packages`` (a session that reads or writes Kafka
+    through Spark; Spark resolves it with Ivy from Maven Central when the session starts)."""
+    out = dict(conf or {})
+    packages = [p for p in out.get("spark.jars.packages", "").split(",") if p.strip()]
+    if not any(p.strip().startswith(SPARK_KAFKA + ":") for p in packages):
+        packages.append(connector_package())
+    out["spark.jars.packages"] = ",".join(packages)
+    return out
+
+
+@dataclass(frozen=True)
+class KafkaInput:
+    """Where and how to read a topic: ``starting_offsets`` as Spark's Kafka source takes it (``earliest``,
+    ``latest`` or its JSON of offsets per partition); ``fmt``: the values' format; ``value_schema``: their
+    columns as a DDL string (default for JSON: inferred from the topic's first messages; CSV needs it);
+    ``options``: more of the source's options (``maxOffsetsPerTrigger``, ``kafka.security.protocol``...)."""
+
+    bootstrap_servers: str
+    topic: str
+    starting_offsets: str = "earliest"
+    fmt: str = "json"
+    value_schema: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    def check(self) -> None:
+        """Refuse a value format other than JSON or CSV, or CSV without a schema."""
+        if self.fmt not in FORMATS:
+            raise InputError(f"--format {self.fmt!r} for a Kafka topic: its values are text, one of {', '.join(FORMATS)}")
+        if self.fmt == "csv" and not self.value_schema:
+            raise InputError("CSV messages have no header: pass their columns with --value-schema "
+                             "(e.g. 'user_id STRING, ts_ms LONG, value DOUBLE')")
+
+    def _reader(self, spark: Any, stream: bool) -> Any:
+        reader = spark.readStream if stream else spark.read
+        reader = (reader.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers)
+                  .option("subscribe", self.topic).option("startingOffsets", self.starting_offsets))
+        for k, v in self.options:
+            reader = reader.option(k, v)
+        return reader
+
+
+def read_topic(spark: Any, source: KafkaInput, *, stream: bool) -> Any:
+    """The topic as a DataFrame of the values' columns, ``kafka_key``, ``kafka_timestamp`` and ``REASON``: a stream
+    from ``starting_offsets`` (``trigger="available-now"`` reads up to the offsets at its start), or a batch up to
+    the latest offsets now."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    source.check()
+    schema = value_schema(spark, source)
+    names = set(schema.names)
+    clash = names & {KAFKA_KEY, KAFKA_TIMESTAMP, REASON, _CORRUPT}
+    if clash:
+        raise InputError(f"the value schema of topic {source.topic} has a column named {sorted(clash)[0]!r}, which "
+                         f"the Kafka input adds itself: rename it in --value-schema")
+    parse_schema = StructType(list(schema.fields) + [StructField(_CORRUPT, StringType(), True)])
+    raw = source._reader(spark, stream)
+    raw = raw.load() if stream else raw.option("endingOffsets", "latest").load()
+    text = F.col("value").cast("string")
+    options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
+    parsed = (F.from_json if source.fmt == "json" else F.from_csv)(text, parse_schema.simpleString(), options)
+    where = F.format_string("(topic %s, partition %d, offset %d)", "topic", "partition", "offset")
+    shown = F.substring(F.col("_v." + _CORRUPT), 1, _SHOWN)
+    reason = (F.when(F.col("value").isNull(), F.concat(F.lit("null message value: "), where))
+              .when(F.col("_v").isNull() | F.col("_v." + _CORRUPT).isNotNull(),
+                    F.concat(F.lit(f"unparsable {source.fmt} message: "), where, F.lit(" '"),
+                             F.coalesce(shown, F.substring(text, 1, _SHOWN)), F.lit("'"))))
+    return (raw.select(F.col("key").cast("string").alias(KAFKA_KEY), F.col("timestamp").alias(KAFKA_TIMESTAMP),
+                       "value", "topic", "partition", "offset", text.alias("_text"), parsed.alias("_v"))
+            .select(*(F.col("_v." + f.name).alias(f.name) for f in schema.fields), KAFKA_KEY, KAFKA_TIMESTAMP,
+                    reason.alias(REASON)))
+
+
+def value_schema(spark: Any, source: KafkaInput) -> Any:
+    """The values' columns as a Spark StructType: ``value_schema`` parsed, or inferred from the first messages of
+    a JSON topic (an empty topic, or one with no JSON object among them, is an error asking for the schema)."""
+    from pyspark.sql.types import DataType, StructType
+
+    if source.value_schema:
+        try:
+            schema = DataType.fromDDL(source.value_schema)
+        except Exception as e:  # Spark's parse error names the position
+            raise InputError(f"--value-schema {source.value_schema!r} is not a list of columns: {e}") from None
+        if not isinstance(schema, StructType):
+            raise InputError(f"--value-schema {source.value_schema!r}: expected columns ('name TYPE, ...')")
+        return schema
+    sample = (source._reader(spark, stream=False).option("endingOffsets", "latest").load()
+              .selectExpr("CAST(value AS STRING) AS value").where("value IS NOT NULL").limit(_SAMPLE))
+    inferred = spark.read.json(sample)
+    fields = [f for f in inferred.schema.fields if f.name != _CORRUPT]
+    if not fields:
+        raise InputError(f"topic {source.topic} at {source.bootstrap_servers}: no JSON object among its first "
+                         f"{_SAMPLE} messages to infer the values' columns from: pass --value-schema")
+    return StructType(fields)
