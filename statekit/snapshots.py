@@ -79,6 +79,14 @@ class IncrementalSnapshots(ABC):
                             time_provider: Callable[[], int]) -> Any:
         """A new backend holding the snapshot ``reader`` reads (same backend kind and key groups)."""
 
+    @classmethod
+    def restore_rescaled(cls, readers: list[SnapshotReader], config: "StateConfig", key_groups: range,
+                         time_provider: Callable[[], int]) -> Any | None:
+        """A new backend of ``key_groups`` gathered from several native snapshots of this backend kind (``readers``,
+        in key-group order, together covering ``key_groups``) from their own files, or None when it cannot be built
+        that way: the store then goes through logical snapshots. Default: None."""
+        return None
+
     def catch_up(self, reader: SnapshotReader, base: Any) -> bool:
         """Bring this backend, equal to the committed snapshot ``base`` and unchanged since, forward in
         place to the later snapshot of the same partition that ``reader`` reads, when its changes since

@@ -28,6 +28,7 @@ from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, Sna
 
 from .db import _META_STATE, meta_of
 from .keys import scan
+from .rescale import rescale
 
 
 _ROLES = ("sst", "db")
@@ -45,6 +46,35 @@ def _sequence(self: KeyedStateBackend) -> tuple:
     clocks = {name: (svc.current_watermark(), svc.current_processing_time())
               for name, svc in self._timer_services.items()}
     return self._store.db.latest_sequence_number(), clocks
+
+
+def _download(reader: SnapshotReader, target: str) -> None:
+    """Download the database files of a snapshot into ``target`` (verified)."""
+    for entry in reader.manifest.files:
+        if entry.role in _ROLES:
+            reader.download(entry, os.path.join(target, entry.name))
+
+
+def _local_copy(reader: SnapshotReader, config: StateConfig, kgs: range) -> tuple[str, bool]:
+    """A fresh local directory (``config.local_dir`` or a temp dir) holding the snapshot's database files,
+    and whether the restored backend owns it (deletes it on close)."""
+    if config.local_dir is None:
+        target, owned = tempfile.mkdtemp(prefix=f"statekit-rocksdb-kg{kgs.start}-{kgs.stop - 1}-"), True
+    else:
+        target = os.path.abspath(config.local_dir)
+        owned = not os.path.exists(target)
+        if not owned:
+            if os.listdir(target) and not os.path.exists(os.path.join(target, "CURRENT")):
+                raise StateError(f"cannot restore {reader.manifest.where} into local_dir {target!r}: "
+                                 f"it holds files that are not a RocksDB database")
+            shutil.rmtree(target)  # a stale local copy is discarded, the checkpoint is the truth
+        os.makedirs(target)
+    try:
+        _download(reader, target)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return target, owned
 
 
 class _Opaque(AggregateFunction):
@@ -120,23 +150,9 @@ class RocksDBSnapshots(IncrementalSnapshots):
     def restore_incremental(cls, reader: SnapshotReader, config: StateConfig,
                              key_groups: range, time_provider: Callable[[], int]) -> KeyedStateBackend:
         """Download the snapshot's files into a fresh local directory and open the backend on it."""
-        kgs = key_groups
-        if config.local_dir is None:
-            target, owned = tempfile.mkdtemp(prefix=f"statekit-rocksdb-kg{kgs.start}-{kgs.stop - 1}-"), True
-        else:
-            target = os.path.abspath(config.local_dir)
-            owned = not os.path.exists(target)
-            if not owned:
-                if os.listdir(target) and not os.path.exists(os.path.join(target, "CURRENT")):
-                    raise StateError(f"cannot restore {reader.manifest.where} into local_dir {target!r}: "
-                                     f"it holds files that are not a RocksDB database")
-                shutil.rmtree(target)  # a stale local copy is discarded, the checkpoint is the truth
-            os.makedirs(target)
+        target, owned = _local_copy(reader, config, key_groups)
         try:
-            for entry in reader.manifest.files:
-                if entry.role in _ROLES:
-                    reader.download(entry, os.path.join(target, entry.name))
-            backend = cls(config.with_options(local_dir=target), kgs, time_provider)
+            backend = cls(config.with_options(local_dir=target), key_groups, time_provider)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
@@ -145,6 +161,15 @@ class RocksDBSnapshots(IncrementalSnapshots):
         for name, t in reader.manifest.snapshot.get("timers", {}).items():
             backend.timer_service(name, None).restore_time(t["watermark"], t["processing_time"])
         backend._ckpt_sequence = _sequence(backend)
+        return backend
+
+    @classmethod
+    def restore_rescaled(cls, readers: list[SnapshotReader], config: StateConfig, key_groups: range,
+                         time_provider: Callable[[], int]) -> KeyedStateBackend | None:
+        """Key groups gathered from several native snapshots as raw bytes (``rescale``), or None."""
+        backend = rescale(cls, readers, config, key_groups, time_provider, _download, _local_copy)
+        if backend is not None:
+            backend._ckpt_sequence = _sequence(backend)
         return backend
 
     @classmethod

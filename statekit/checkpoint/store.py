@@ -255,6 +255,12 @@ class CheckpointStore:
             restored = cls.restore_incremental(CheckpointSnapshotReader(self.storage, m), config, kgs, time_provider or wall_clock_ms)
             restored.checkpoint_base = CheckpointBase(self.location, operator_id, kgs, m.epoch, m.attempt)
             return Restored(restored, m.epoch, sources, native=True)
+        if (issubclass(cls, IncrementalSnapshots) and all(s.kind == NATIVE and s.backend == config.backend
+                                                          and s.max_parallelism == config.max_parallelism for s in sources)):
+            restored = cls.restore_rescaled([CheckpointSnapshotReader(self.storage, s) for s in sources], config, kgs,
+                                            time_provider or wall_clock_ms)
+            if restored is not None:
+                return Restored(restored, m.epoch, sources, native=True)
         target = create_backend(config, kgs, time_provider)
         try:
             target.restore_logical([self.logical_snapshot(s) for s in sources])
