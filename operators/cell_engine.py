@@ -235,18 +235,17 @@ class CellEngine(WindowEngine):
         """Through watermarks at which at most ``KEYS_AT_ONCE`` keys are due (``event_time_step``), each
         step's keys read, fired and written back together: the same fires in the same order as one step."""
         while True:
-            step = self._timers.event_time_step(watermark, self.KEYS_AT_ONCE)
-            self._advance_step(step)
+            previous = self._timers.current_watermark()
+            step, _, resolved = self._timers.take_event_time_step_scoped(watermark, self.KEYS_AT_ONCE)
+            if resolved:
+                self._advance_step(resolved, previous, step)
             self._sink.end_step()  # the step's results leave the operator (to a runtime that takes them per step)
             if step == watermark:
                 return
 
-    def _advance_step(self, watermark: int) -> None:
-        """Fire and clean every window due at ``watermark``, in timer order."""
-        previous = self._timers.current_watermark()
-        due, resolved = self._timers.take_due_event_time_scoped(watermark)
-        if not due:
-            return
+    def _advance_step(self, resolved: list, previous: int, watermark: int) -> None:
+        """Fire and clean every window of the keys ``resolved`` due at ``watermark`` (past ``previous``), in
+        timer order."""
         cells = self._state.get_internal_many(resolved)
         if self._cells is not None and all(type(cell) is not list for cell in cells):
             self._advance_packed(resolved, cells, previous, watermark)

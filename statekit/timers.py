@@ -128,6 +128,12 @@ class TimerQueue(ABC):
     def poll_until_keyed(self, timestamp: int) -> tuple[list[bytes], list[Timer]]:
         """``poll_until``, with each due timer's sort key (same order)."""
 
+    def poll_step_keyed(self, timestamp: int, limit: int) -> tuple[int, list[bytes], list[Timer]]:
+        """The step ``step_toward(self, timestamp, limit)`` and ``poll_until_keyed`` of it (a queue reading its
+        timers in order may find the step and take its timers in one pass)."""
+        step = step_toward(self, timestamp, limit)
+        return (step, *self.poll_until_keyed(step))
+
     def timestamp_at(self, n: int, until: int) -> int | None:
         """The timestamp of the timer ``n`` places after the earliest in firing order when it is due at
         ``until`` (<=); None when it is not, when there are not that many timers, or when the queue cannot
@@ -144,6 +150,17 @@ class TimerQueue(ABC):
 
     @abstractmethod
     def clear(self) -> None: ...
+
+
+def step_toward(queue: TimerQueue, timestamp: int, limit: int) -> int:
+    """A timestamp on the way to ``timestamp`` at which at most ``limit`` of ``queue``'s timers are due:
+    ``timestamp`` itself when at most ``limit`` are due (or the queue cannot tell, ``TimerQueue.timestamp_at``),
+    else just before the timestamp of the first timer past ``limit``, or at it when every earlier timer
+    shares its timestamp."""
+    t = queue.timestamp_at(limit, timestamp)
+    if t is None:
+        return timestamp
+    return t - 1 if queue.peek().timestamp < t else t
 
 
 class KeyScope(Protocol):
@@ -218,22 +235,26 @@ class InternalTimerService:
         return self._event.poll_until(watermark)
 
     def event_time_step(self, watermark: int, limit: int) -> int:
-        """A watermark on the way to ``watermark`` at which at most ``limit`` event-time timers are due, so
-        that an operator can take a long way's timers in bounded batches (advancing through it step by step
-        fires in the same order): ``watermark`` itself when at most ``limit`` are due (or the queue cannot
-        tell, ``TimerQueue.timestamp_at``), else just before the timestamp of the first timer past
-        ``limit``, or at it when every earlier timer shares its timestamp."""
-        queue = self._event
-        t = queue.timestamp_at(limit, watermark)
-        if t is None:
-            return watermark
-        return t - 1 if queue.peek().timestamp < t else t
+        """A watermark on the way to ``watermark`` at which at most ``limit`` event-time timers are due
+        (``step_toward``), so that an operator can take a long way's timers in bounded batches (advancing
+        through it step by step fires in the same order)."""
+        return step_toward(self._event, watermark, limit)
 
     def take_due_event_time_scoped(self, watermark: int) -> tuple[list[Timer], list[ResolvedKey]]:
         """``take_due_event_time``, with each timer's key resolved as ``KeyedStateBackend.resolve_keys``
         resolves it: read from the timer's sort key, where it was stored, not serialized and hashed again."""
         self._watermark = watermark
-        sort_keys, timers = self._event.poll_until_keyed(watermark)
+        return self._scoped(*self._event.poll_until_keyed(watermark))
+
+    def take_event_time_step_scoped(self, watermark: int, limit: int) -> tuple[int, list[Timer], list[ResolvedKey]]:
+        """``take_due_event_time_scoped`` of ``event_time_step(watermark, limit)``, which it returns first: the
+        step found and its timers taken in one pass over the queue."""
+        step, sort_keys, timers = self._event.poll_step_keyed(watermark, limit)
+        self._watermark = step
+        return (step, *self._scoped(sort_keys, timers))
+
+    def _scoped(self, sort_keys: list[bytes], timers: list[Timer]) -> tuple[list[Timer], list[ResolvedKey]]:
+        """Taken timers with their keys resolved from their sort keys."""
         if not timers:
             return timers, []
         kgs = np.frombuffer(b"".join([sk[8:10] for sk in sort_keys]), ">u2").tolist()

@@ -12,6 +12,8 @@ tombstones of already fired timers are never scanned again. Writes go straight t
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import deque
+from itertools import repeat
 from typing import Any, Iterator, Sequence
 
 from rocksdict import WriteBatch
@@ -125,35 +127,56 @@ class RocksDBTimerQueue(TimerQueue):
         return True
 
     def add_many(self, sort_keys: Sequence[bytes], timers: Sequence[Timer], *, fresh: bool = False) -> None:
-        """Fresh timers past the cache are written in one WriteBatch, without the point read that
-        ``add`` checks with."""
+        """Fresh timers past the cache are written in one WriteBatch, in key order (RocksDB's memtable takes
+        sorted keys faster), without the point read that ``add`` checks with."""
         if not fresh:
             super().add_many(sort_keys, timers)
             return
-        batch = WriteBatch(raw_mode=True)
-        for sort_key, timer in zip(sort_keys, timers, strict=True):
-            if self._covers(sort_key):
-                self.add(sort_key, timer)  # the cache knows what it holds
-            else:
-                batch.put(sort_key, b"", self._handle)  # the family per write: older rocksdict ignore a batch default
-        if len(batch):
-            self._size += len(batch)
+        if len(sort_keys) != len(timers):
+            raise ValueError(f"{len(sort_keys)} sort keys but {len(timers)} timers")
+        start = 0
+        while self._bound is None and start < len(sort_keys):  # the cache holds every timer until it overflows
+            self.add(sort_keys[start], timers[start])
+            start += 1
+        if start:
+            sort_keys, timers = sort_keys[start:], timers[start:]
+        bound = self._bound
+        past = [sort_key for sort_key in sort_keys if sort_key > bound]
+        if len(past) < len(sort_keys):
+            for sort_key, timer in zip(sort_keys, timers):
+                if sort_key <= bound:
+                    if self._covers(sort_key):  # the cache knows what it holds (its bound falls as it fills)
+                        self.add(sort_key, timer)
+                    else:
+                        past.append(sort_key)
+        if past:
+            past.sort()
+            batch = WriteBatch(raw_mode=True)
+            # the family per write: older rocksdict ignore a batch default
+            deque(map(batch.put, past, repeat(b""), repeat(self._handle)), maxlen=0)
+            self._size += len(past)
             self._db.write(batch)
 
     def remove_many(self, sort_keys: Sequence[bytes], *, present: bool = False) -> None:
-        """Present timers past the cache are deleted in one WriteBatch, without the point read that
-        ``remove`` checks with."""
+        """Present timers past the cache are deleted in one WriteBatch, in key order, without the point read
+        that ``remove`` checks with."""
         if not present:
             super().remove_many(sort_keys)
             return
-        batch = WriteBatch(raw_mode=True)
-        for sort_key in sort_keys:
-            if self._covers(sort_key):
-                self.remove(sort_key)
-            else:
-                batch.delete(sort_key, self._handle)
-        if len(batch):
-            self._size -= len(batch)
+        bound = self._bound
+        if bound is None:
+            super().remove_many(sort_keys)
+            return
+        past = [sort_key for sort_key in sort_keys if sort_key > bound]
+        if len(past) < len(sort_keys):
+            for sort_key in sort_keys:
+                if sort_key <= bound:
+                    self.remove(sort_key)
+        if past:
+            past.sort()
+            batch = WriteBatch(raw_mode=True)
+            deque(map(batch.delete, past, repeat(self._handle)), maxlen=0)
+            self._size -= len(past)
             self._db.write(batch)
 
     def peek(self) -> Timer | None:
@@ -191,35 +214,62 @@ class RocksDBTimerQueue(TimerQueue):
         """The due timers in firing order: the cache's due head, then, when it runs dry, the due ones
         past its bound read in one scan; each stretch leaves RocksDB in one range delete, not a point
         delete per timer. The cache is left empty below a bound no due timer remains under."""
+        return self._poll(timestamp, None)[1:]
+
+    def poll_step_keyed(self, timestamp: int, limit: int) -> tuple[int, list[bytes], list[Timer]]:
+        """``poll_until_keyed`` of the step ``step_toward`` finds, in one pass: the scan past the cache that
+        finds the step reads the timers it takes (not counted first and read again)."""
+        return self._poll(timestamp, limit)
+
+    def _poll(self, timestamp: int, limit: int | None) -> tuple[int, list[bytes], list[Timer]]:
+        """The step toward ``timestamp`` (``step_toward``; ``timestamp`` itself without a ``limit``) and its
+        due timers, taken: candidates are the cache's due head and, when it runs dry below the bound, the due
+        keys past it, read no further than the step needs (``limit`` + 1, then the ties of the last)."""
         bound = due_bound(timestamp)
         keys, lo, timers = self._keys, self._lo, self._timers
         end = len(keys) if bound is None else bisect_left(keys, bound, lo)
-        due_keys = keys[lo:end]
-        due = list(map(timers.pop, due_keys))
-        if due:
-            self._db.delete_range(keys[lo], keys[end - 1] + b"\x00")
-        if end < len(keys) or self._bound is None:  # a timer left in the cache is not due, or none is past it
-            self._lo = end
-            self._size -= len(due)
-            return due_keys, due
-        it = self._db.iter()
-        it.seek(self._bound)
-        if it.valid() and it.key() == self._bound:
-            it.next()
-        scanned = []
-        while it.valid() and (bound is None or it.key() < bound):
-            scanned.append(it.key())
-            it.next()
-        if scanned:
-            self._db.delete_range(scanned[0], scanned[-1] + b"\x00")
-            due += decode_timers(scanned)
-            due_keys += scanned
-            self._bound = scanned[-1] if it.valid() else None
-        elif not it.valid():
-            self._bound = None
-        self._keys, self._lo = [], 0
+        candidates = keys[lo:end]
+        cached = len(candidates)
+        it = None
+        if end == len(keys) and self._bound is not None:  # the cache ran dry below its bound: scan past it
+            it = self._db.iter()
+            it.seek(self._bound)
+            if it.valid() and it.key() == self._bound:
+                it.next()
+            room = None if limit is None else limit + 1
+            while it.valid() and (room is None or len(candidates) < room) and (bound is None or it.key() < bound):
+                candidates.append(it.key())
+                it.next()
+        step = timestamp
+        if limit is not None and len(candidates) > limit:
+            t = sort_key_timestamp(candidates[limit])
+            if sort_key_timestamp(candidates[0]) < t:
+                step = t - 1
+            else:  # every earlier timer shares the time: the step takes all of them, ties past the scan too
+                step = t
+                ties = due_bound(t)
+                while it is not None and it.valid() and it.key() < ties:
+                    candidates.append(it.key())
+                    it.next()
+        taken = bisect_left(candidates, due_bound(step)) if step < timestamp else len(candidates)
+        from_cache = min(taken, cached)
+        due_keys = candidates[:taken]
+        due = list(map(timers.pop, candidates[:from_cache]))
+        if from_cache:
+            self._db.delete_range(keys[lo], keys[lo + from_cache - 1] + b"\x00")
+        if from_cache < cached or it is None:  # a timer left in the cache is not due, or none is past it
+            self._lo = lo + from_cache
+        else:
+            scanned = candidates[cached:taken]
+            if scanned:
+                self._db.delete_range(scanned[0], scanned[-1] + b"\x00")
+                due += decode_timers(scanned)
+                self._bound = scanned[-1] if taken < len(candidates) or it.valid() else None
+            elif not it.valid() and taken == len(candidates):
+                self._bound = None
+            self._keys, self._lo = [], 0
         self._size -= len(due)
-        return due_keys, due
+        return step, due_keys, due
 
     def timestamp_at(self, n: int, until: int) -> int | None:
         """Counted through the cache's live timers, then through RocksDB's keys past its bound (not decoded),

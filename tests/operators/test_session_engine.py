@@ -210,10 +210,10 @@ def test_engine_takes_keys_in_bounded_batches(backend_name, tmp_path, monkeypatc
     reference = harness(operator(function, 7, True), backend_name, tmp_path, "reference")
     reads, due = [], []
     state, timers = engine.operator._engine._state, engine.operator._engine._timers
-    real_read, real_take = type(state).get_internal_many, type(timers).take_due_event_time_scoped
+    real_read, real_take = type(state).get_internal_many, type(timers).take_event_time_step_scoped
     monkeypatch.setattr(type(state), "get_internal_many", lambda self, keys: reads.append(len(keys)) or real_read(self, keys))
-    monkeypatch.setattr(type(timers), "take_due_event_time_scoped",
-                        lambda self, wm: (lambda got: due.append(len(got[0])) or got)(real_take(self, wm)))
+    monkeypatch.setattr(type(timers), "take_event_time_step_scoped",
+                        lambda self, wm, limit: (lambda got: due.append(len(got[1])) or got)(real_take(self, wm, limit)))
     # one epoch of 9 keys with sessions ending at distinct times, some out of time order, one late
     wm = fresh_stretch(engine, reference)
     recs = [((0, k), value_of(function, (0, k), 0, (k, k, 0.5)), wm + 3 * k + dt) for k in range(9) for dt in (2, 0)]

@@ -335,12 +335,13 @@ def check_step(svc, backend_name: str, times: list[int], target: int, limit: int
 @given(cache=st.integers(1, 4), rounds=st.lists(st.tuples(
     st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 7])), max_size=12),
     st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 7])), max_size=4),
-    st.integers(-1, 70)), min_size=1, max_size=6))
-def test_timers_taken_due_in_bulk_behind_a_small_cache(backend_name, make_backend, cache, rounds):
+    st.integers(-1, 70)), min_size=1, max_size=6), limit=st.integers(0, 4))
+def test_timers_taken_due_in_bulk_behind_a_small_cache(backend_name, make_backend, cache, rounds, limit):
     """Rounds of registrations and deletions (below, inside and past the cached head), then every
     timer due at a rising watermark taken in one call (RocksDB: the cache's head and a scan past it, each
     removed with a range delete): the documented firing order, none twice, and exactly the rest left. Before
-    each take, the watermark's way cut into steps of at most a few due timers (``event_time_step``)."""
+    each take, the watermark's way cut into steps of at most a few due timers (``event_time_step``), and
+    the first step's timers taken as they are found (``take_event_time_step_scoped``)."""
     backend = make_backend(**small_cache(backend_name, cache))
     svc = backend.timer_service("t", None)
     model: set[tuple] = set()
@@ -354,9 +355,15 @@ def test_timers_taken_due_in_bulk_behind_a_small_cache(backend_name, make_backen
             backend.set_current_key(key)
             svc.delete_event_time_timer("ns", ts)
             model.discard((ts, key, "ns"))
-        for limit in (0, 1, 3):
-            check_step(svc, backend_name, sorted(t for t, _, _ in model), max(step, wm + 1), limit)
-        wm = max(wm, step)
+        for n in (0, 1, 3):
+            check_step(svc, backend_name, sorted(t for t, _, _ in model), max(step, wm + 1), n)
+        first = svc.event_time_step(max(step, wm + 1), limit)
+        taken, due, resolved = svc.take_event_time_step_scoped(max(step, wm + 1), limit)
+        expected = sorted((t for t in model if t[0] <= first), key=lambda t: firing_key(*t))
+        assert taken == first == svc.current_watermark() and [tuple(t) for t in due] == expected
+        assert resolved == [(t.key, key_group_for(t.key, MAX_PAR), KEY_SERIALIZER.dumps(t.key)) for t in due]
+        model -= set(expected)
+        wm = max(wm, step, first)
         due = sorted((t for t in model if t[0] <= wm), key=lambda t: firing_key(*t))
         assert [tuple(t) for t in svc.take_due_event_time(wm)] == due
         model -= set(due)
