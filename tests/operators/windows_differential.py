@@ -54,7 +54,7 @@ def drive(fast: Any, reference: Any, epochs: list, example: int, key_form: str, 
     fast one after each epoch's records. Closes the stretch with a watermark that cleans every window, and
     returns the fast harness (restored or not)."""
     key_of, key_type = KEY_FORMS[key_form]
-    fired = []  # (key, start) of each fired window (outputs of the window functions begin so)
+    fired = []  # repr of (key, start) of each fired window (outputs begin so); repr: keys 1, 1.0 and True are equal
     for records, in_time_order, how, advance, restore in epochs:
         recs = [(key_of(example, k), (x, y)[:width], wm + dt) for k, dt, x, y in records]
         if in_time_order:
@@ -63,7 +63,7 @@ def drive(fast: Any, reference: Any, epochs: list, example: int, key_form: str, 
         feed(fast, recs, how, key_type, width)
         out = reference.output()  # late-but-allowed re-fires
         assert repr(fast.output()) == repr(out)
-        fired += [value[:2] for value, _ in out]
+        fired += [repr(value[:2]) for value, _ in out]
         late = reference.side_output("late")
         assert repr(fast.side_output("late")) == repr(late)
         seen["late"] += len(late)
@@ -82,7 +82,7 @@ def drive(fast: Any, reference: Any, epochs: list, example: int, key_form: str, 
         out = reference.output()
         assert repr(fast.output()) == repr(out)
         seen["fired"] += len(out)
-        fired += [value[:2] for value, _ in out]
+        fired += [repr(value[:2]) for value, _ in out]
         assert {k: v + carried[k] for k, v in fast.metrics.items()} == reference.metrics
     for h in (fast, reference):
         h.process_watermark(wm + 500)
