@@ -24,6 +24,48 @@ def key_order(keys: list[bytes]) -> np.ndarray:
     return np.argsort(np.array(keys), kind="stable") if keys else np.zeros(0, np.intp)
 
 
+_WALK = 4
+"""Keys an ordered read steps over to its next target before it takes that one with a point read."""
+_PROBE = 64
+"""Targets read with point reads after a walk failed, before the iterator is tried again (twice as many each
+time it fails again at once, up to 4096)."""
+
+
+def read_in_order(db: Any, cks: list[bytes]) -> list[bytes | None]:
+    """The value (or None) of each of ``cks``, given about in key order: walked to with one iterator
+    where they lie close together (a step costs a fraction of a point read: a watermark's due keys, a run
+    of new keys), point reads where they do not (more than ``_WALK`` keys apart), the iterator tried again
+    after ``_PROBE`` of them."""
+    n = len(cks)
+    out: list[bytes | None] = [None] * n
+    get, it = db.get, db.iter()
+    valid, key, step = it.valid, it.key, it.next
+    j, probe = 0, _PROBE
+    while j < n:
+        start, last = j, b""
+        it.seek(cks[j])
+        while j < n:
+            ck = cks[j]
+            if ck < last:  # out of order (keys that differ in trailing NULs): the stretch of point reads takes it
+                break
+            walked = 0
+            while walked < _WALK and valid() and key() < ck:
+                step()
+                walked += 1
+            if walked == _WALK and valid() and key() < ck:
+                break
+            if valid() and key() == ck:
+                out[j] = it.value()
+            last = ck
+            j += 1
+        if j < n:
+            probe = _PROBE if j - start > 2 * _WALK else min(2 * probe, 4096)
+            end = min(n, j + probe)
+            out[j:end] = map(get, cks[j:end])
+            j = end
+    return out
+
+
 class RocksDBCellState(RocksDBState, CellRules):
     """One value per cell; the overlay holds the objects written this epoch."""
 
@@ -160,7 +202,7 @@ class RocksDBValueState(RocksDBCellState, ValueState):
         twice as fast as random order at 500k keys; rocksdict's list multi-get is slower than both)."""
         order = key_order(cks)
         raws = np.empty(len(cks), object)
-        raws[order] = list(map(self._db.get, [cks[i] for i in order.tolist()]))
+        raws[order] = read_in_order(self._db, [cks[i] for i in order.tolist()])
         return raws.tolist()
 
     def update_internal_many(self, keys: Sequence[ResolvedKey], values: Sequence[Any]) -> None:
