@@ -12,58 +12,11 @@ from statekit.cell_rules import ABSENT, AggregatingCellRules, CellRules, Merging
 
 from .db import Closed
 from .keys import STAMP_SIZE, stamp, stamp_of
+from .key_order import key_order, read_in_order, write_in_order
 from .read_cache import ReadCache
 from .state import _MISS, RocksDBState
 
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
-
-
-def key_order(keys: list[bytes]) -> np.ndarray:
-    """Positions of ``keys`` in key order, up to trailing NUL bytes (numpy's fixed-width strings drop them):
-    the order in which RocksDB reads or writes them fastest, never what a result depends on."""
-    return np.argsort(np.array(keys), kind="stable") if keys else np.zeros(0, np.intp)
-
-
-_WALK = 4
-"""Keys an ordered read steps over to its next target before it takes that one with a point read."""
-_PROBE = 64
-"""Targets read with point reads after a walk failed, before the iterator is tried again (twice as many each
-time it fails again at once, up to 4096)."""
-
-
-def read_in_order(db: Any, cks: list[bytes]) -> list[bytes | None]:
-    """The value (or None) of each of ``cks``, given about in key order: walked to with one iterator
-    where they lie close together (a step costs a fraction of a point read: a watermark's due keys, a run
-    of new keys), point reads where they do not (more than ``_WALK`` keys apart), the iterator tried again
-    after ``_PROBE`` of them."""
-    n = len(cks)
-    out: list[bytes | None] = [None] * n
-    get, it = db.get, db.iter()
-    valid, key, step = it.valid, it.key, it.next
-    j, probe = 0, _PROBE
-    while j < n:
-        start, last = j, b""
-        it.seek(cks[j])
-        while j < n:
-            ck = cks[j]
-            if ck < last:  # out of order (keys that differ in trailing NULs): the stretch of point reads takes it
-                break
-            walked = 0
-            while walked < _WALK and valid() and key() < ck:
-                step()
-                walked += 1
-            if walked == _WALK and valid() and key() < ck:
-                break
-            if valid() and key() == ck:
-                out[j] = it.value()
-            last = ck
-            j += 1
-        if j < n:
-            probe = _PROBE if j - start > 2 * _WALK else min(2 * probe, 4096)
-            end = min(n, j + probe)
-            out[j:end] = map(get, cks[j:end])
-            j = end
-    return out
 
 
 class RocksDBCellState(RocksDBState, CellRules):
@@ -109,22 +62,16 @@ class RocksDBCellState(RocksDBState, CellRules):
         self._stored(self._ck, ABSENT)
 
     def _write_overlay(self, batch: Any) -> None:
-        """The overlay's cells into ``batch`` in key order (RocksDB's memtable inserts sorted keys faster than
-        an epoch's keys in arrival order, which their hash scatters), then into the read cache in the overlay's
-        own order (a pass over many objects in another order than they were made costs more than the sort)."""
-        h, ov, dumps = self._cfh, self._ov, self._dumps
-        ttl = self._ttl is not None
+        """The overlay's cells into ``batch`` in key order (``write_in_order``), then into the read cache in the
+        overlay's own order (a pass over many objects in another order than they were made costs more than a sort)."""
+        ov, dumps = self._ov, self._dumps
         cks, cells = list(ov), list(ov.values())
-        sizes = [0] * len(cks)
-        for i in key_order(cks).tolist():
-            ck, cell = cks[i], cells[i]
-            if cell is ABSENT:
-                batch.delete(ck, h)
-                continue
-            raw = stamp(cell[1]) + dumps(cell[0]) if ttl else dumps(cell)
-            batch.put(ck, raw, h)
-            sizes[i] = len(raw)
-        self._cache.put_many(cks, cells, sizes)
+        if self._ttl is None:
+            raws = [None if cell is ABSENT else dumps(cell) for cell in cells]
+        else:
+            raws = [None if cell is ABSENT else stamp(cell[1]) + dumps(cell[0]) for cell in cells]
+        write_in_order(batch, self._cfh, cks, raws)
+        self._cache.put_many(cks, cells, [0 if raw is None else len(raw) for raw in raws])
 
     def _cell_out(self, ck, entries):
         return self._value_out(entries[0][1])

@@ -595,7 +595,7 @@ def test_reads_in_key_order_equal_point_reads(make, monkeypatch, stored, deleted
     """``read_in_order`` (an iterator walked over close keys, point reads over sparse stretches, the keys in
     ``key_order``, which may misplace keys differing in trailing NULs) reads what one point read per key
     reads, deleted keys and repeated ones included, whatever the walk and probe lengths."""
-    from statekit.backends.rocksdb import cells
+    from statekit.backends.rocksdb import key_order as cells
 
     monkeypatch.setattr(cells, "_WALK", walk)
     monkeypatch.setattr(cells, "_PROBE", probe)
