@@ -68,7 +68,8 @@ def decode_timers(sort_keys: Sequence[bytes]) -> list[Timer]:
     objs = loads_stream(b"".join([k[10:] for k in sort_keys]))
     if len(objs) != 2 * len(sort_keys):
         raise SerializationError(f"timer sort keys hold {len(objs)} msgpack objects, expected {2 * len(sort_keys)}")
-    return list(map(Timer, ts.view(np.int64).tolist(), objs[0::2], objs[1::2]))
+    # Timer tuples made in C (``tuple.__new__``, as ``Timer._make`` does), not by a Python call each
+    return list(map(tuple.__new__, repeat(Timer), zip(ts.view(np.int64).tolist(), objs[0::2], objs[1::2])))
 
 
 def decode_timer(sort_key: bytes) -> tuple[Timer, int]:

@@ -2,8 +2,9 @@
 
 Value, reducing and aggregating state keep the *objects* written this epoch in the overlay
 (serialized once, when the overlay is written) and a bounded LRU of deserialized cells read
-from or written to RocksDB; the cache is refreshed only from the overlay's write or from a
-RocksDB read of a cell not in the overlay, so it is never stale (``ABSENT`` there: in the overlay a
+from or written to RocksDB (a batched read, ``get_internal_many``, is left to the write back that follows
+it); the cache is refreshed only from the overlay's write or from a RocksDB read of a cell not in the
+overlay, so it is never stale (``ABSENT`` there: in the overlay a
 pending delete, in the cache a cell known not to exist). List and map state keep
 per-cell deltas of element/entry bytes (see ``write_buffer``): ``add`` appends bytes without
 reading, ``merge_namespaces`` moves element bytes without decoding them.

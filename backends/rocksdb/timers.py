@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import deque
-from itertools import repeat
+from itertools import dropwhile, islice, repeat, takewhile
 from typing import Any, Iterator, Sequence
 
 from rocksdict import WriteBatch
@@ -72,20 +72,11 @@ class RocksDBTimerQueue(TimerQueue):
 
     def _refill(self) -> None:
         """Load the next ``capacity`` timers after the bound (the cache is empty)."""
-        bound = self._bound
-        it = self._db.iter()
-        it.seek(bound)
-        if it.valid() and it.key() == bound:
-            it.next()
-        keys = []
-        cap = self._capacity
-        while it.valid() and len(keys) < cap:
-            keys.append(it.key())
-            it.next()
+        keys = self._scan(self._bound, None, self._capacity)
         self._keys = keys
         self._lo = 0
         self._timers = dict(zip(keys, decode_timers(keys)))
-        self._bound = keys[-1] if it.valid() else None
+        self._bound = keys[-1] if len(keys) == self._capacity and self._any_after(keys[-1]) else None
 
     # -- TimerQueue ----------------------------------------------------------------------------
     def add(self, sort_key: bytes, timer: Timer) -> bool:
@@ -230,16 +221,9 @@ class RocksDBTimerQueue(TimerQueue):
         end = len(keys) if bound is None else bisect_left(keys, bound, lo)
         candidates = keys[lo:end]
         cached = len(candidates)
-        it = None
-        if end == len(keys) and self._bound is not None:  # the cache ran dry below its bound: scan past it
-            it = self._db.iter()
-            it.seek(self._bound)
-            if it.valid() and it.key() == self._bound:
-                it.next()
-            room = None if limit is None else limit + 1
-            while it.valid() and (room is None or len(candidates) < room) and (bound is None or it.key() < bound):
-                candidates.append(it.key())
-                it.next()
+        scanning = end == len(keys) and self._bound is not None  # the cache ran dry below its bound: scan past it
+        if scanning:
+            candidates += self._scan(self._bound, bound, None if limit is None else max(0, limit + 1 - cached))
         step = timestamp
         if limit is not None and len(candidates) > limit:
             t = sort_key_timestamp(candidates[limit])
@@ -247,29 +231,39 @@ class RocksDBTimerQueue(TimerQueue):
                 step = t - 1
             else:  # every earlier timer shares the time: the step takes all of them, ties past the scan too
                 step = t
-                ties = due_bound(t)
-                while it is not None and it.valid() and it.key() < ties:
-                    candidates.append(it.key())
-                    it.next()
+                if scanning:
+                    candidates += self._scan(candidates[-1] if len(candidates) > cached else self._bound, due_bound(t), None)
         taken = bisect_left(candidates, due_bound(step)) if step < timestamp else len(candidates)
         from_cache = min(taken, cached)
         due_keys = candidates[:taken]
         due = list(map(timers.pop, candidates[:from_cache]))
         if from_cache:
             self._db.delete_range(keys[lo], keys[lo + from_cache - 1] + b"\x00")
-        if from_cache < cached or it is None:  # a timer left in the cache is not due, or none is past it
+        if from_cache < cached or not scanning:  # a timer left in the cache is not due, or none is past it
             self._lo = lo + from_cache
         else:
             scanned = candidates[cached:taken]
             if scanned:
                 self._db.delete_range(scanned[0], scanned[-1] + b"\x00")
                 due += decode_timers(scanned)
-                self._bound = scanned[-1] if taken < len(candidates) or it.valid() else None
-            elif not it.valid() and taken == len(candidates):
+                self._bound = scanned[-1] if taken < len(candidates) or self._any_after(scanned[-1]) else None
+            elif taken == len(candidates) and not self._any_after(self._bound):
                 self._bound = None
             self._keys, self._lo = [], 0
         self._size -= len(due)
         return step, due_keys, due
+
+    def _scan(self, after: bytes, until: bytes | None, limit: int | None) -> list[bytes]:
+        """The keys past ``after`` and below ``until`` (None: to the end), at most ``limit`` of them, read by
+        rocksdict's key iterator in C (a third of a Python step per key)."""
+        found = dropwhile(after.__eq__, self._db.keys(from_key=after))
+        if until is not None:
+            found = takewhile(until.__gt__, found)
+        return list(found if limit is None else islice(found, limit))
+
+    def _any_after(self, key: bytes) -> bool:
+        """Whether the family holds a key past ``key``."""
+        return next(dropwhile(key.__eq__, self._db.keys(from_key=key)), None) is not None
 
     def timestamp_at(self, n: int, until: int) -> int | None:
         """Counted through the cache's live timers, then through RocksDB's keys past its bound (not decoded),
