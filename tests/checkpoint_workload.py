@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import operator
 import random
+from pathlib import Path
 from typing import Any
 
 from statekit import (AggregateFunction, AggregatingStateDescriptor, KeyedStateBackend, ListStateDescriptor,
-                      MapStateDescriptor, ReducingStateDescriptor, Timer, TimerTarget, ValueStateDescriptor,
-                      key_group_for)
+                      MapStateDescriptor, ReducingStateDescriptor, StateConfig, Timer, TimerTarget,
+                      ValueStateDescriptor, key_group_for)
 
 MAX_PAR = 32
+ALL = range(MAX_PAR)
+
+
+def config(name: str, tmp_path: Path, tag: str = "b") -> StateConfig:
+    """Backend ``name`` on ``MAX_PAR`` key groups, its local files in ``tmp_path/local-<tag>``."""
+    return StateConfig(backend=name, max_parallelism=MAX_PAR, local_dir=str(tmp_path / f"local-{tag}"))
+
+
 KEYS = [f"user-{i}" for i in range(120)] + [(i, "t") for i in range(40)] + list(range(1000, 1040))
 
 

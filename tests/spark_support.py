@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -18,6 +20,31 @@ from statekit.jobs import write_clickstream
 
 COLUMNS = ["user_id", "window_start", "window_end", "sum_value", "count"]
 GAP, DELAY = "30s", "10s"
+FRESH_WORKERS = ["--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false",
+                 "--conf", "spark.python.daemon.module=pyspark.daemon"]
+"""Confs of a run whose Python workers start empty (statekit's daemon preloads what they import)."""
+
+
+def statekit_process(*argv: str, env: dict[str, str] | None = None, timeout: float = 300,
+                     cwd: Path | str | None = None) -> subprocess.CompletedProcess:
+    """``statekit ARGV`` in a new interpreter (a new Spark application), in ``env`` (default: this one's) with
+    PYTHONHASHSEED fixed; its output captured."""
+    return subprocess.run([sys.executable, "-m", "statekit.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**(os.environ if env is None else env), "PYTHONHASHSEED": "0"})
+
+
+def succeeded(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """``r``, asserted to have exited 0 (its output's tails in the message otherwise)."""
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
+    return r
+
+
+def metrics(out: Path) -> list[dict]:
+    """The lines of a run's ``_metrics.jsonl`` in ``out`` (none before its first epoch ends)."""
+    try:
+        return [json.loads(line) for line in (out / "_metrics.jsonl").read_text().splitlines()]
+    except FileNotFoundError:
+        return []
 
 
 def clickstream(events: int = 3000, keys: int = 60, seed: int = 7) -> list[Click]:

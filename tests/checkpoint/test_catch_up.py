@@ -12,11 +12,10 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from checkpoint_workload import MAX_PAR
-from statekit import ListStateDescriptor, MapStateDescriptor, StateConfig, StateTtlConfig, TimerTarget, ValueStateDescriptor
+from checkpoint_workload import ALL, config
+from statekit import ListStateDescriptor, MapStateDescriptor, StateTtlConfig, TimerTarget, ValueStateDescriptor
 from statekit.checkpoint import CheckpointStore
 
-ALL = range(MAX_PAR)
 KEYS = [f"k{i}" for i in range(12)] + [1, 2, (3, "x")]
 
 
@@ -57,10 +56,6 @@ def mutate(backend, rng: random.Random, epoch: int) -> None:
             timers.delete_event_time_timer("w", 1_000 + rng.randrange(4))
             l.clear()
     timers.restore_time(epoch * 10, epoch)
-
-
-def config(name: str, tmp_path, tag: str) -> StateConfig:
-    return StateConfig(backend=name, max_parallelism=MAX_PAR, local_dir=str(tmp_path / tag))
 
 
 def restore(store: CheckpointStore, name: str, tmp_path, tag: str, **kwargs):

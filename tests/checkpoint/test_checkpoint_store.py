@@ -8,19 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_workload import MAX_PAR, Job, keys_for, normalized
+from checkpoint_workload import ALL, MAX_PAR, Job, config, keys_for, normalized
 from statekit.testing import BACKENDS
 from statekit import (ListStateDescriptor, MapStateDescriptor, StateConfig, StateTtlConfig, ValueStateDescriptor,
                       create_backend)
 from statekit.checkpoint import (LOGICAL, NATIVE, CheckpointError, CheckpointStore, CorruptCheckpointError,
                                  NoCheckpointError, Storage)
 
-ALL = range(0, MAX_PAR)
 HALF = range(0, MAX_PAR // 2)
-
-
-def config(name: str, tmp_path: Path, tag: str = "b") -> StateConfig:
-    return StateConfig(backend=name, max_parallelism=MAX_PAR, local_dir=str(tmp_path / f"local-{tag}"))
 
 
 def uninterrupted(name: str, tmp_path: Path, epochs: int, key_groups: range = ALL, rate: float = 0.3):

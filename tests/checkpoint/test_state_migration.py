@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint_workload import MAX_PAR
-from statekit import (ListStateDescriptor, MapStateDescriptor, StateConfig, StateMigrationError, ValueStateDescriptor,
+from checkpoint_workload import ALL, MAX_PAR, config
+from statekit import (ListStateDescriptor, MapStateDescriptor, StateMigrationError, ValueStateDescriptor,
                       key_groups_for_partition)
 from statekit.checkpoint import CheckpointStore
 from statekit.checkpoint.inspect import format_report, inspect_checkpoint
 
-ALL = range(MAX_PAR)
 KEYS = [f"k{i}" for i in range(60)]
 
 
@@ -35,10 +34,6 @@ def content(backend, keys, version: int = 1) -> dict:
         backend.set_current_key(k)
         out[k] = (v.value(), l.get(), dict(m.items()))
     return out
-
-
-def config(name: str, tmp_path, tag: str) -> StateConfig:
-    return StateConfig(backend=name, max_parallelism=MAX_PAR, local_dir=str(tmp_path / tag))
 
 
 def test_native_restore_migrates_once_and_commits_the_new_version(backend_name, tmp_path):

@@ -9,10 +9,8 @@ the reference. The issue's scenario runs each step on a checkpoint as a new ``st
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,20 +23,15 @@ from statekit.cli import main
 from statekit.jobs import sessionize
 from statekit.spark.recovery import EpochMismatchError
 from statekit.spark.spark_checkpoint import SparkCheckpoint
-from tests.spark_support import DELAY, GAP, StagedInput, output_rows, staged_input
+from tests.spark_support import DELAY, GAP, StagedInput, metrics, output_rows, staged_input, statekit_process, succeeded
 
 pytestmark = pytest.mark.spark
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "statekit.cli", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONHASHSEED": "0"})
-
-
 def _sessionize(s: StagedInput, backend: str = "rocksdb", final: bool = False) -> subprocess.CompletedProcess:
     """One run of the job over what ``s.inp`` holds, as a new process with fresh Python workers."""
-    return _cli("sessionize", "--input", str(s.inp), "--output", str(s.out), "--key", "user_id", "--time", "ts_ms",
-                "--gap", GAP, "--watermark-delay", DELAY, "--agg", "sum:value", "--agg", "count", "--backend", backend,
+    return statekit_process("sessionize", "--input", str(s.inp), "--output", str(s.out), "--key", "user_id", "--time",
+                "ts_ms", "--gap", GAP, "--watermark-delay", DELAY, "--agg", "sum:value", "--agg", "count", "--backend", backend,
                 "--partitions", "2", "--master", "local[2]", "--conf", "spark.python.worker.reuse=false",
                 "--conf", "spark.ui.enabled=false", *(["--final"] if final else []))
 
@@ -47,15 +40,6 @@ def _run(spark, s: StagedInput, final: bool, backend: str = "rocksdb"):
     """One run of the job over what ``s.inp`` holds, in the shared session."""
     return sessionize(spark, input=str(s.inp), output=str(s.out), key="user_id", time="ts_ms", gap=GAP,
                       watermark_delay=DELAY, aggs=["sum:value", "count"], backend=backend, partitions=2, final=final)
-
-
-def _ok(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
-    return r
-
-
-def _metrics(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "_metrics.jsonl").read_text().splitlines()]
 
 
 def _published(out: Path) -> list[str]:
@@ -76,11 +60,11 @@ def test_a_record_lost_after_its_epoch_completed_is_rebuilt(spark, tmp_path, bac
     record.unlink()
     for i in range(4, 8):
         s.add(i)
-    r = _ok(_sessionize(s, backend, final=True))
+    r = succeeded(_sessionize(s, backend, final=True))
     assert "the driver's record of epoch 3 was lost after the epoch completed" in r.stderr and "rebuilt it" in r.stderr
     assert output_rows(spark, s.out) == s.reference
-    assert [m["epoch"] for m in _metrics(s.out)] == list(range(9))
-    assert [m["batch_id"] for m in _metrics(s.out)] == [*range(8), None]  # each batch read once
+    assert [m["epoch"] for m in metrics(s.out)] == list(range(9))
+    assert [m["batch_id"] for m in metrics(s.out)] == [*range(8), None]  # each batch read once
 
 
 def test_a_record_lost_with_its_metrics_line_is_refused_then_rolled_back(spark, tmp_path):
@@ -93,8 +77,8 @@ def test_a_record_lost_with_its_metrics_line_is_refused_then_rolled_back(spark, 
     _run(spark, s, final=False)
     ck = s.out / "_checkpoint"
     (ck / "_driver" / "epoch=3.json").unlink()
-    metrics = s.out / "_metrics.jsonl"
-    metrics.write_text("".join(x + "\n" for x in metrics.read_text().splitlines() if json.loads(x)["epoch"] != 3))
+    log = s.out / "_metrics.jsonl"
+    log.write_text("".join(x + "\n" for x in log.read_text().splitlines() if json.loads(x)["epoch"] != 3))
     for i in range(4, 8):
         s.add(i)
     before = _published(s.out)
@@ -103,17 +87,17 @@ def test_a_record_lost_with_its_metrics_line_is_refused_then_rolled_back(spark, 
     assert f"Spark's checkpoint {ck / '_spark'} committed batch 3, but the driver's newest record is epoch 2" in r.stderr
     assert "the record of epoch 3 (_driver/epoch=3.json) and its metrics line" in r.stderr
     assert f"statekit checkpoint rollback {ck} --to-epoch 2" in r.stderr and "Traceback" not in r.stderr
-    assert _published(s.out) == before and [m["epoch"] for m in _metrics(s.out)] == [0, 1, 2]  # nothing new
+    assert _published(s.out) == before and [m["epoch"] for m in metrics(s.out)] == [0, 1, 2]  # nothing new
     assert not (ck / "_spark" / "offsets" / "4").exists()  # Spark planned nothing
 
-    rolled = _ok(_cli("checkpoint", "rollback", str(ck), "--to-epoch", "1"))
+    rolled = succeeded(statekit_process("checkpoint", "rollback", str(ck), "--to-epoch", "1"))
     assert f"checkpoint {ck} rolled back to epoch 1 (Spark batch 1)" in rolled.stdout
     assert "2 offsets and 2 commits removed" in rolled.stdout and "2 epoch directories" in rolled.stdout
     assert "1 metrics lines removed" in rolled.stdout and "1 epoch records" in rolled.stdout
     assert _published(s.out) == ["epoch=0", "epoch=1"]
-    _ok(_sessionize(s, final=True))
+    succeeded(_sessionize(s, final=True))
     assert output_rows(spark, s.out) == s.reference
-    assert [(m["epoch"], m["batch_id"]) for m in _metrics(s.out)] == [*((e, e) for e in range(8)), (8, None)]
+    assert [(m["epoch"], m["batch_id"]) for m in metrics(s.out)] == [*((e, e) for e in range(8)), (8, None)]
 
 
 def test_a_newest_epoch_missing_a_partitions_manifest_is_refused_before_processing(spark, tmp_path):
@@ -129,7 +113,7 @@ def test_a_newest_epoch_missing_a_partitions_manifest_is_refused_before_processi
             r"partition 1 \(sessionize/kg=64-127, retained epochs \[0\]\): its state was deleted\. Ways out: roll "
             rf"back to epoch 0, the newest one retained whole \(statekit checkpoint rollback {re.escape(str(ck))} --to-epoch 0")):
         _run(spark, s, final=True)
-    assert [m["epoch"] for m in _metrics(s.out)] == [0, 1] and not (ck / "_spark" / "offsets" / "2").exists()
+    assert [m["epoch"] for m in metrics(s.out)] == [0, 1] and not (ck / "_spark" / "offsets" / "2").exists()
     assert main(["checkpoint", "rollback", str(ck), "--to-epoch", "0"]) == 0
     again = _run(spark, s, final=True)
     assert [m["epoch"] for m in again.epochs] == [1, 2, 3]
@@ -180,7 +164,7 @@ def test_rollback_before_spark_compacted_its_source_log(spark, tmp_path, capsys,
         spark.conf.unset("spark.statekit.retain")
     assert [m["epoch"] for m in second.epochs] == list(range(5, 13)) and second.total("records") == 700
     assert output_rows(spark, s.out) == s.reference
-    assert [(m["epoch"], m["batch_id"]) for m in _metrics(s.out)] == [*((e, e) for e in range(12)), (12, None)]
+    assert [(m["epoch"], m["batch_id"]) for m in metrics(s.out)] == [*((e, e) for e in range(12)), (12, None)]
 
 
 def _log(directory: Path, name: str, batches: list[int]) -> None:

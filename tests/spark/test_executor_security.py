@@ -34,7 +34,7 @@ from statekit.spark.runtime.handshake import HANDSHAKE_SECONDS, accept
 from statekit.spark.schemas import session_result_schema
 from statekit.spark.slots import LocalRun
 from statekit.timers import MAX_TIMESTAMP
-from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, write_input
+from tests.spark_support import DELAY, GAP, clickstream, output_rows, spark_sessions, statekit_process, succeeded, write_input
 
 pytestmark = pytest.mark.spark
 COLUMNS = ("user_id", "ts_ms", "value")
@@ -416,12 +416,12 @@ def test_a_run_whose_runtime_directory_is_open_to_all_keeps_state_in_the_workers
     try:
         (temp / RUNTIME).mkdir()
         (temp / RUNTIME).chmod(0o777)
-        argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(sample), "--output",
-                str(tmp_path / "out"), "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay",
-                "10s", "--agg", "sum:value", "--agg", "count", "--backend", "heap", "--partitions", "2",
-                "--master", "local[2]", "--trigger", "available-now", "--final", "--conf", "spark.ui.enabled=false"]
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(temp)})
-        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
+        r = succeeded(statekit_process("sessionize", "--input", str(sample), "--output", str(tmp_path / "out"),
+                                       "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay",
+                                       "10s", "--agg", "sum:value", "--agg", "count", "--backend", "heap",
+                                       "--partitions", "2", "--master", "local[2]", "--trigger", "available-now",
+                                       "--final", "--conf", "spark.ui.enabled=false",
+                                       env={**os.environ, "TMPDIR": str(temp)}))
         assert list((temp / RUNTIME).iterdir()) == []
     finally:
         shutil.rmtree(temp, ignore_errors=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import subprocess
-import sys
 from pathlib import Path
 
 import deltalake
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from statekit.cli import main
-from tests.spark_support import GAP, DELAY, clickstream, copy_in_name_order, output_rows, spark_sessions, write_input
+from tests.spark_support import GAP, DELAY, clickstream, copy_in_name_order, output_rows, spark_sessions, statekit_process, write_input
 
 pytestmark = pytest.mark.spark
 
@@ -55,8 +54,7 @@ def history(tmp_path: Path, files: int = 3) -> tuple[list, list, Path]:
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "statekit.cli", "sessionize", *argv], capture_output=True, text=True,
-                          timeout=300)
+    return statekit_process("sessionize", *argv)
 
 
 def test_parquet_table_on_rocksdb_resumed_in_a_fresh_process_on_three_partitions(spark, tmp_path):

@@ -17,17 +17,10 @@ from statekit.checkpoint.lease import LEASE_DIR
 from statekit.cli import main
 from statekit.clickstream import sessionize_reference
 from statekit.jobs import write_clickstream
-from tests.spark_support import clickstream, output_rows
+from tests.spark_support import clickstream, metrics, output_rows
 
 pytestmark = pytest.mark.spark
 CLI = "import sys; from statekit.cli import main; sys.exit(main())"
-
-
-def _metrics(out: Path) -> list[dict]:
-    try:
-        return [json.loads(x) for x in (out / "_metrics.jsonl").read_text().splitlines()]
-    except FileNotFoundError:
-        return []
 
 
 def _wait(proc: subprocess.Popen, ready, timeout: float = 90) -> None:
@@ -69,15 +62,15 @@ def test_a_second_run_on_a_checkpoint_in_use_is_refused_naming_the_holder(spark,
     os.link(staged[0], src / staged[0].name)
     first = _continuous(args)
     try:
-        _wait(first, lambda: len(_metrics(out)) >= 1)
+        _wait(first, lambda: len(metrics(out)) >= 1)
         second = subprocess.run([sys.executable, "-c", CLI, *args, "--master", "local[1]"], capture_output=True,
                                 text=True, timeout=120)
         assert second.returncode == 2, second.stderr[-3000:]
         assert f"checkpoint {out / '_checkpoint'} is in use by another run" in second.stderr
         assert f"pid {first.pid}" in second.stderr and "operator 'sessionize'" in second.stderr
-        assert [m["epoch"] for m in _metrics(out)] == [0]  # the second run wrote nothing
+        assert [m["epoch"] for m in metrics(out)] == [0]  # the second run wrote nothing
         os.link(staged[1], src / staged[1].name)  # the first goes on undisturbed
-        _wait(first, lambda: len(_metrics(out)) >= 2)
+        _wait(first, lambda: len(metrics(out)) >= 2)
     finally:
         stdout, stderr = _stop(first)
     assert first.returncode == 0, stderr[-3000:]
@@ -91,7 +84,7 @@ def test_a_run_whose_lease_was_taken_over_commits_nothing_more(spark, tmp_path):
     first = _continuous(args)
     lease_dir = out / "_checkpoint" / LEASE_DIR
     try:
-        _wait(first, lambda: len(_metrics(out)) >= 1)
+        _wait(first, lambda: len(metrics(out)) >= 1)
         held = sorted(lease_dir.glob("lease-*.json"))[-1]
         record = json.loads(held.read_text())
         # another run took the lease over (as after a stall past the timeout): a newer token
@@ -104,7 +97,7 @@ def test_a_run_whose_lease_was_taken_over_commits_nothing_more(spark, tmp_path):
         stdout, stderr = _stop(first)
     assert first.returncode == 2, stderr[-3000:]
     assert "was taken over by the run that took over" in stderr
-    assert [m["epoch"] for m in _metrics(out)] == [0]  # epoch 1 neither published nor recorded
+    assert [m["epoch"] for m in metrics(out)] == [0]  # epoch 1 neither published nor recorded
     assert not list(out.glob("epoch=1"))
     (lease_dir / f"lease-{taker['token']:020d}.json").unlink()  # the taker went away: its lease ends
     os.link(staged[2], src / staged[2].name)

@@ -5,15 +5,12 @@ quiet (no ERROR line or stack trace from Spark shutting down)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from statekit.spark import FAULT_ENV
-from tests.spark_support import clickstream, output_rows, spark_sessions, write_input
+from tests.spark_support import clickstream, metrics, output_rows, spark_sessions, statekit_process, succeeded, write_input
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 MASTER = "local-cluster[2,1,1024]"
@@ -29,15 +26,14 @@ def cli(input_dir, out, fault=None, partitions=2):
     env.pop(FAULT_ENV, None)
     if fault:
         env[FAULT_ENV] = fault
-    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(input_dir), "--output", str(out),
-            "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value",
-            "--agg", "count", "--partitions", str(partitions), "--master", MASTER, "--final"]
-    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)  # till the JVM's output ends too
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = succeeded(statekit_process("sessionize", "--input", str(input_dir), "--output", str(out), "--key", "user_id",
+                                   "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value",
+                                   "--agg", "count", "--partitions", str(partitions), "--master", MASTER, "--final",
+                                   env=env))  # till the JVM's output ends too
     if not fault:  # Spark stopped before the process exits: no executor relaunched and failing as the JVM shuts down
         noise = [line for line in r.stderr.splitlines() if " ERROR " in line or line.startswith(("\tat ", "Caused by"))]
         assert noise == [], r.stderr[-3000:]
-    return [json.loads(x) for x in (out / "_metrics.jsonl").read_text().splitlines()]
+    return metrics(out)
 
 
 @pytest.mark.parametrize("fault", [None, "epoch=2,partition=1,action=kill-executor,when=before-commit"])

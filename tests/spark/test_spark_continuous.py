@@ -5,7 +5,6 @@ nothing read twice."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,18 +17,11 @@ import pytest
 from statekit.cli import main
 from statekit.clickstream import sessionize_reference
 from statekit.jobs import write_clickstream
-from tests.spark_support import clickstream, output_rows
+from tests.spark_support import clickstream, metrics, output_rows
 
 pytestmark = pytest.mark.spark
 CLI = "import sys; from statekit.cli import main; sys.exit(main())"
 PER_FILE = 600
-
-
-def _metrics(out: Path) -> list[dict]:
-    try:
-        return [json.loads(x) for x in (out / "_metrics.jsonl").read_text().splitlines()]
-    except FileNotFoundError:
-        return []
 
 
 def _wait(proc: subprocess.Popen, what: str, ready, timeout: float = 60, poll: float = 0.2) -> None:
@@ -58,7 +50,7 @@ def _ctrl_c_run(spark, tmp_path: Path, files: int, interrupt_when_planned: bool)
                 _wait(proc, f"batch {i - 1} planned",
                       lambda: (out / "_checkpoint" / "_spark" / "offsets" / str(i - 1)).exists(), poll=0.02)
                 break
-            _wait(proc, f"epoch {i - 1}", lambda: len(_metrics(out)) >= i)
+            _wait(proc, f"epoch {i - 1}", lambda: len(metrics(out)) >= i)
             if i < files:
                 os.link(staged[i], src / staged[i].name)  # a file arriving while the query watches
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole process group
@@ -71,18 +63,18 @@ def _ctrl_c_run(spark, tmp_path: Path, files: int, interrupt_when_planned: bool)
             proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
     assert stop_seconds < 30
-    done = [m["epoch"] for m in _metrics(out)]
+    done = [m["epoch"] for m in metrics(out)]
     # the epoch in progress completed, or (not started yet) was left whole for the next run: never half-published
     assert done == list(range(files)) or (interrupt_when_planned and done == list(range(files - 1))), done
     assert f"sessionize: {len(done)} epochs, {PER_FILE * len(done):,} records" in stdout, stdout
-    assert sum(m["records_in"] for m in _metrics(out)) == PER_FILE * len(done)
+    assert sum(m["records_in"] for m in metrics(out)) == PER_FILE * len(done)
     published = {int(p.name.split("=", 1)[1]) for p in out.glob("epoch=*")}
     assert published <= set(done) and not list(out.glob("_staging/epoch=*"))
     # the open sessions wait in the checkpoint; a bounded rerun closes them, nothing read twice or skipped
     assert main([*args, "--final"]) == 0
-    metrics = _metrics(out)
-    assert [m["epoch"] for m in metrics] == list(range(files + 1)) and metrics[-1]["final"]
-    assert sum(m["records_in"] for m in metrics) == len(clicks)
+    lines = metrics(out)
+    assert [m["epoch"] for m in lines] == list(range(files + 1)) and lines[-1]["final"]
+    assert sum(m["records_in"] for m in lines) == len(clicks)
     assert output_rows(spark, out) == sessionize_reference(clicks, 30_000)
     _assert_quiet(stderr)
 
@@ -116,21 +108,21 @@ def test_ctrl_c_stops_an_available_now_run_cleanly_and_a_rerun_finishes(spark, t
     proc = subprocess.Popen([sys.executable, "-c", CLI, *args, "--master", "local[2]"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        _wait(proc, "epoch 1", lambda: len(_metrics(out)) >= 2, poll=0.05)
+        _wait(proc, "epoch 1", lambda: len(metrics(out)) >= 2, poll=0.05)
         os.killpg(proc.pid, signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=45)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    done = [m["epoch"] for m in _metrics(out)]
+    done = [m["epoch"] for m in metrics(out)]
     assert done == list(range(len(done))) and 2 <= len(done) < files, done
     assert proc.returncode == 130, stderr[-3000:]
     assert f"sessionize: stopped by Ctrl-C ({len(done)} epochs this run, epoch {done[-1]} committed)" in stderr
     _assert_quiet(stderr)
     assert {int(p.name.split("=", 1)[1]) for p in out.glob("epoch=*")} == set(done)
     assert main([*args, "--final"]) == 0
-    metrics = _metrics(out)
-    assert [m["epoch"] for m in metrics] == list(range(files + 1)) and metrics[-1]["final"]
-    assert sum(m["records_in"] for m in metrics) == len(clicks)
+    lines = metrics(out)
+    assert [m["epoch"] for m in lines] == list(range(files + 1)) and lines[-1]["final"]
+    assert sum(m["records_in"] for m in lines) == len(clicks)
     assert output_rows(spark, out) == sessionize_reference(clicks, 30_000)

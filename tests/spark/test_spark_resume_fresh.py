@@ -18,21 +18,18 @@ import pytest
 from statekit.jobs import sessionize
 from statekit.spark import run_keyed
 from statekit.testing import BACKENDS
-from tests.spark_support import clickstream, code_module, copy_in_name_order, output_rows, spark_sessions, staged_input, write_input
+from tests.spark_support import (FRESH_WORKERS, clickstream, code_module, copy_in_name_order, output_rows,
+                                 spark_sessions, staged_input, statekit_process, succeeded, write_input)
 
 pytestmark = pytest.mark.spark
 
 
 def _sessionize(inp, out, ckpt, backend, partitions, final=False):
-    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--output", str(out),
-            "--checkpoint", str(ckpt), "--key", "user_id", "--time", "ts_ms", "--gap", "30s",
-            "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count", "--backend", backend,
-            "--partitions", str(partitions), "--master", "local[2]", "--trigger", "available-now",
-            "--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.python.daemon.module=pyspark.daemon"]
-    r = subprocess.run(argv + (["--final"] if final else []), capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONHASHSEED": "0"})
-    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
+    succeeded(statekit_process("sessionize", "--input", str(inp), "--output", str(out), "--checkpoint", str(ckpt),
+                               "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "10s",
+                               "--agg", "sum:value", "--agg", "count", "--backend", backend, "--partitions",
+                               str(partitions), "--master", "local[2]", "--trigger", "available-now", *FRESH_WORKERS,
+                               *(["--final"] if final else [])))
 
 
 CHAIN = [*BACKENDS, BACKENDS[0]]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -20,23 +19,14 @@ import pytest
 from statekit.checkpoint import JobChangeError
 from statekit.jobs import sessionize
 from statekit.spark import run_keyed
-from tests.spark_support import COLUMNS, DELAY, GAP, code_module, staged_input
+from tests.spark_support import COLUMNS, DELAY, FRESH_WORKERS, GAP, code_module, metrics, staged_input, statekit_process
 
 pytestmark = pytest.mark.spark
 
-FRESH = ["--conf", "spark.python.worker.reuse=false", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.python.daemon.module=pyspark.daemon"]  # workers start empty: statekit's daemon preloads
-
-
-def _run(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONHASHSEED": "0"})
-
-
 def _sessionize(inp: Path, out: Path, backend: str, partitions: int, *extra: str) -> subprocess.CompletedProcess:
-    return _run([sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--output", str(out),
-                 "--key", "user_id", "--time", "ts_ms", "--gap", GAP, "--watermark-delay", DELAY,
-                 "--backend", backend, "--partitions", str(partitions), "--master", "local[2]",
-                 "--trigger", "available-now", *FRESH, *extra])
+    return statekit_process("sessionize", "--input", str(inp), "--output", str(out), "--key", "user_id", "--time",
+                            "ts_ms", "--gap", GAP, "--watermark-delay", DELAY, "--backend", backend, "--partitions",
+                            str(partitions), "--master", "local[2]", "--trigger", "available-now", *FRESH_WORKERS, *extra)
 
 
 def _records(path: Path) -> list[tuple[str, int, int]]:
@@ -44,16 +34,12 @@ def _records(path: Path) -> list[tuple[str, int, int]]:
         return [(r["user_id"], int(r["ts_ms"]), int(r["value"])) for r in csv.DictReader(f)]
 
 
-def _metrics(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "_metrics.jsonl").read_text().splitlines()]
-
-
 def _check_max(spark, out: Path, rows: list[tuple], later: list[tuple[str, int, int]]) -> dict:
     """Sessions fired before the migration have no max; the others the max of their records that came
     after it (a session open across the change aggregates from there on). Returns the migration epoch's metrics."""
-    metrics = _metrics(out)
-    at = next(i for i, m in enumerate(metrics) if m["job_changes"])
-    before = [str(out / f"epoch={m['epoch']}") for m in metrics[:at] if m["results"]]
+    lines = metrics(out)
+    at = next(i for i, m in enumerate(lines) if m["job_changes"])
+    before = [str(out / f"epoch={m['epoch']}") for m in lines[:at] if m["results"]]
     fired_before = {tuple(r) for r in spark.read.parquet(*before).select(*COLUMNS[:3]).collect()} if before else set()
     by_key = defaultdict(list)
     for key, ts, value in later:
@@ -62,8 +48,8 @@ def _check_max(spark, out: Path, rows: list[tuple], later: list[tuple[str, int, 
         expected = None if (k, s, e) in fired_before else max((v for ts, v in by_key[k] if s <= ts < e), default=None)
         assert got == expected, (k, s, e, got, expected)
     assert fired_before and any(r[-1] is not None for r in rows)  # both kinds of sessions were met
-    assert all(m["state_migrated"] == 0 for m in metrics[:at] + metrics[at + 1:])  # migrated once, as restored
-    return metrics[at]
+    assert all(m["state_migrated"] == 0 for m in lines[:at] + lines[at + 1:])  # migrated once, as restored
+    return lines[at]
 
 
 def _tree(root: Path) -> dict[str, str]:

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import random
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -26,7 +23,7 @@ from statekit.jobs import sessionize
 from statekit.spark import InputError
 from statekit.spark.event_time import OUT_OF_RANGE, TimeSpec
 from statekit.spark.records import TIME_BOUND, Router, routing_values
-from tests.spark_support import clickstream, copy_in_name_order
+from tests.spark_support import clickstream, copy_in_name_order, statekit_process, succeeded
 
 pytestmark = pytest.mark.spark
 GAP_MS = 30_000
@@ -275,12 +272,10 @@ def test_router_gives_each_time_that_did_not_convert_its_reason():
 
 
 def _cli(inp: Path, out: Path, *extra: str) -> None:
-    argv = [sys.executable, "-m", "statekit.cli", "sessionize", "--input", str(inp), "--output", str(out),
-            "--key", "user_id", "--time", "ts", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value",
-            "--agg", "count", "--partitions", "2", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.python.worker.reuse=false", *extra]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONHASHSEED": "0"})
-    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
+    succeeded(statekit_process("sessionize", "--input", str(inp), "--output", str(out), "--key", "user_id", "--time",
+                               "ts", "--gap", "30s", "--watermark-delay", "10s", "--agg", "sum:value", "--agg", "count",
+                               "--partitions", "2", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                               "--conf", "spark.python.worker.reuse=false", *extra))
 
 
 def test_timestamp_input_resumes_in_a_new_application_and_refuses_another_time_spec(spark, tmp_path):
