@@ -1,12 +1,17 @@
 """``release_free_memory``: what an epoch freed goes back to the system, so an idle state host or
-Python worker does not sit at its last epoch's high-water mark."""
+Python worker does not sit at its last epoch's high-water mark; and ``peak_grown_bytes``: the memory budget's
+check sees an epoch's peak, so a final watermark that takes a multiple of the state for a moment and frees it
+before the commit is still counted."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from statekit.spark.runtime.memory import ALLOCATOR_ENV, allocator_environment
+from statekit.spark.runtime import peak_grown_bytes, release_free_memory, reset_peak
+from statekit.spark.runtime.memory import ALLOCATOR_ENV, allocator_environment, grown_bytes
+
+MIB = 1 << 20
 
 CODE = """
 import os
@@ -33,3 +38,18 @@ def test_memory_freed_in_the_heap_goes_back_to_the_system():
 def test_a_host_environment_purges_arrow_pages_unless_the_user_set_it():
     assert allocator_environment({"PATH": "/bin"}) == {"PATH": "/bin", **ALLOCATOR_ENV}
     assert allocator_environment({"MIMALLOC_PURGE_DELAY": "50"})["MIMALLOC_PURGE_DELAY"] == "50"
+
+
+def test_the_peak_counts_memory_freed_before_the_check_and_starts_anew_at_reset():
+    release_free_memory()
+    reset_peak()
+    before = peak_grown_bytes()
+    burst = bytearray(256 * MIB)
+    burst[::4096] = b"x" * len(range(0, len(burst), 4096))  # every page touched: resident
+    del burst
+    release_free_memory()
+    peak, now = peak_grown_bytes(), grown_bytes()
+    assert peak >= before + 250 * MIB  # the burst, though freed
+    assert now < peak - 200 * MIB  # what a check of the memory now would have seen
+    reset_peak()
+    assert peak_grown_bytes() < peak - 200 * MIB  # the next epoch's peak starts from now

@@ -14,7 +14,7 @@ state work (its ``LocalState``, see ``state_runs``) in the right process. The da
 """
 
 from .host import application_secret
-from .memory import grown_bytes, release_free_memory
+from .memory import peak_grown_bytes, release_free_memory, reset_peak
 from .pyspark_internals import accelerator_off, executor_pid, is_connect, spark_context
 from .runs import open_run
 from .spawner import HOST_NAME, SPAWNER_NAME
@@ -23,4 +23,4 @@ from .state_runs import LocalState, StateRun
 from .warmup import warm_up_workers
 
 __all__ = ["HOST_NAME", "LocalState", "SPAWNER_NAME", "StateRun", "accelerator_off", "application_secret",
-           "executor_pid", "grown_bytes", "is_connect", "spark_context", "open_run", "release_free_memory", "start_task", "task_scope", "warm_up_workers"]
+           "executor_pid", "is_connect", "peak_grown_bytes", "spark_context", "open_run", "release_free_memory", "reset_peak", "start_task", "task_scope", "warm_up_workers"]

@@ -10,14 +10,17 @@ A state host also starts with Arrow's allocator (mimalloc) purging freed pages a
 add up to the epoch's peak. Both effects are measured in docs/bench/runtime.md.
 
 ``grown_bytes`` is the resident memory a process gained since its first task began (``mark_start``): what its
-kept state, caches and working memory take, the estimate a run's ``state_bytes`` metric and the memory budget's
-check use (docs/configuration.md, "Memory budget").
+kept state, caches and working memory take. ``peak_grown_bytes`` is the same at its highest since ``reset_peak``
+(an epoch's start): a final watermark's fires can take a multiple of the state for a moment and be freed by the
+commit, so the memory budget's check and a run's ``state_bytes`` metric use the peak (docs/configuration.md,
+"Memory budget").
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import re
 from functools import lru_cache
 from typing import Mapping
 
@@ -76,3 +79,29 @@ def grown_bytes() -> int:
     """Resident bytes this process gained since ``mark_start`` (0 when it shrank, or without ``/proc``)."""
     mark_start()
     return max(0, resident_bytes() - _start[1])
+
+
+_HWM = re.compile(rb"VmHWM:\s+(\d+) kB")
+
+
+def reset_peak() -> None:
+    """Start this process's peak resident memory anew from now (Linux's ``clear_refs``; a no-op elsewhere)."""
+    mark_start()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_grown_bytes() -> int:
+    """Resident bytes this process gained since ``mark_start`` at their highest since ``reset_peak`` (Linux's
+    ``VmHWM``); ``grown_bytes`` where the peak is not known."""
+    mark_start()
+    try:
+        with open("/proc/self/status", "rb") as f:
+            found = _HWM.search(f.read())
+    except OSError:
+        found = None
+    now = grown_bytes()
+    return now if found is None else max(now, int(found.group(1)) * 1024 - _start[1])
