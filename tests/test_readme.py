@@ -112,7 +112,11 @@ def test_quick_start_is_what_ci_runs():
         [b.where for b in skipped]
     demo, tests = (b.code.strip() for b in skipped)
     assert demo.endswith("&& .venv/bin/statekit demo")
-    assert tests in (ROOT / ".ci" / "run").read_text().splitlines()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci
+    # the tests the default run leaves out (marked slow) run in CI right after it, in its venv
+    assert '"-ra --strict-markers -m \\"not soak and not slow\\"' in (ROOT / "pyproject.toml").read_text()
+    assert ci[ci.index(tests) + 1:].count(".venv/bin/python -m pytest -m slow") == 1
 
 
 def test_relative_links_resolve():

@@ -16,6 +16,8 @@ from statekit.bench import PARTS
 from statekit.bench.open_sessions import ROLES as OPEN_SESSIONS_ROLES
 from statekit.bench.spark import FLOOR, QUICK
 
+pytestmark = pytest.mark.slow  # the bench's own smoke run: nine Spark applications
+
 SIZES = f"{QUICK['events']:,} events, {QUICK['users'][0]:,} users"
 SPARK_TAGS = [f"({SIZES})", f"(plain, {SIZES})", f"(vectorized, {SIZES})"]
 """The built-in path's figures and the user logic's, plain and vectorized (``run_keyed``, ``bench/user_logic.py``),

@@ -18,7 +18,7 @@ from statekit.spark import KafkaSink
 from tests.kafka_support import (VALUE_SCHEMA, broker_module, consume, create_topic, metrics, produce_clicks,
                                  run_driver, session_rows, side_rows, when_epochs)
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 TOPIC, GAP_MS = "clicks", 30_000
 CLI = "import sys; from statekit.cli import main; sys.exit(main())"

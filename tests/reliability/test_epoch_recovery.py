@@ -25,7 +25,7 @@ from statekit.spark.recovery import EpochMismatchError
 from statekit.spark.spark_checkpoint import SparkCheckpoint
 from tests.spark_support import DELAY, GAP, StagedInput, metrics, output_rows, staged_input, statekit_process, succeeded
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _sessionize(s: StagedInput, backend: str = "rocksdb", final: bool = False) -> subprocess.CompletedProcess:

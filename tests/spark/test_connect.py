@@ -23,7 +23,7 @@ from statekit.testing import BACKENDS
 from tests.connect_support import client_env, parquet_rows, run_checked
 from tests.spark_support import COLUMNS, StagedInput, clickstream, write_input
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 GAP_MS = 30_000
 STATEKIT = str(Path(sys.executable).with_name("statekit"))

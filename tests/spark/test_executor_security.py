@@ -407,6 +407,7 @@ def test_a_run_under_attack_by_a_peer_of_the_same_user_equals_the_reference(spar
     assert hit["host"] > 0 and hit["spawner"] > 0, hit  # the attack reached both kinds of socket
 
 
+@pytest.mark.slow
 def test_a_run_whose_runtime_directory_is_open_to_all_keeps_state_in_the_workers(spark, tmp_path):
     """A new application (CLI) whose TMPDIR holds a state hosts' directory of mode 0777: the daemon runs without
     a spawner, the tasks keep their state in the workers and say so, the output equals Spark's own, and

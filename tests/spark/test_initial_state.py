@@ -57,6 +57,7 @@ def run(*argv: str) -> subprocess.CompletedProcess:
     return statekit_process("sessionize", *argv)
 
 
+@pytest.mark.slow
 def test_parquet_table_on_rocksdb_resumed_in_a_fresh_process_on_three_partitions(spark, tmp_path):
     clicks, first, staged = history(tmp_path)
     table = tmp_path / "open.parquet"

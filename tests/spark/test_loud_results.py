@@ -74,6 +74,7 @@ def test_more_invalid_records_than_the_limit_exits_3_after_committing(spark, tmp
     assert main(argv(write_input(tmp_path / "in2"), tmp_path / "out2", "--max-invalid-fraction", "0.1")) == 0
 
 
+@pytest.mark.slow
 def test_a_run_whose_records_are_all_invalid_exits_3_from_the_command_line(tmp_path):
     inp = tmp_path / "in"
     inp.mkdir()

@@ -19,7 +19,7 @@ from statekit.clickstream import sessionize_reference
 from statekit.jobs import write_clickstream
 from tests.spark_support import clickstream, metrics, output_rows
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CLI = "import sys; from statekit.cli import main; sys.exit(main())"
 
 

@@ -37,6 +37,7 @@ spark.stop()
 """
 
 
+@pytest.mark.slow
 def test_a_daemon_of_another_shape_gives_sparks_daemon_equal_sessions_and_one_line(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

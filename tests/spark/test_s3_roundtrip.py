@@ -16,7 +16,7 @@ import pytest
 from statekit.checkpoint import inspect_checkpoint
 from tests.spark_support import COLUMNS, clickstream, copy_in_name_order, spark_sessions, write_input
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 class S3Server:

@@ -50,6 +50,7 @@ def test_sessionize_cli_errors(spark, clicks, tmp_path, capsys, args, message):
     assert message.format(tmp=tmp_path) in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_glob_input_beside_a_stray_file_gives_exact_sessions_in_a_fresh_process(spark, clicks, tmp_path):
     d = write_input(clicks, tmp_path / "in", files=3)
     (d / "README.md").write_text("# clicks\n")  # beside the data: the glob leaves it out

@@ -12,7 +12,7 @@ import pytest
 from statekit.spark import FAULT_ENV
 from tests.spark_support import clickstream, metrics, output_rows, spark_sessions, statekit_process, succeeded, write_input
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 MASTER = "local-cluster[2,1,1024]"
 
 

@@ -44,6 +44,7 @@ print(json.dumps(got))
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_workers_fork_with_the_task_modules_loaded_unless_the_user_names_another_daemon():
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)

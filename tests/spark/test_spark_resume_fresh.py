@@ -21,7 +21,7 @@ from statekit.testing import BACKENDS
 from tests.spark_support import (FRESH_WORKERS, clickstream, code_module, copy_in_name_order, output_rows,
                                  spark_sessions, staged_input, statekit_process, succeeded, write_input)
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _sessionize(inp, out, ckpt, backend, partitions, final=False):

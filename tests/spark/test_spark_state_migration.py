@@ -21,7 +21,7 @@ from statekit.jobs import sessionize
 from statekit.spark import run_keyed
 from tests.spark_support import COLUMNS, DELAY, FRESH_WORKERS, GAP, code_module, metrics, staged_input, statekit_process
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def _sessionize(inp: Path, out: Path, backend: str, partitions: int, *extra: str) -> subprocess.CompletedProcess:
     return statekit_process("sessionize", "--input", str(inp), "--output", str(out), "--key", "user_id", "--time",

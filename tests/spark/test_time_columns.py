@@ -278,6 +278,7 @@ def _cli(inp: Path, out: Path, *extra: str) -> None:
                                "--conf", "spark.python.worker.reuse=false", *extra))
 
 
+@pytest.mark.slow
 def test_timestamp_input_resumes_in_a_new_application_and_refuses_another_time_spec(spark, tmp_path):
     clicks = _clicks(seed=13)
     staged = tmp_path / "staged"

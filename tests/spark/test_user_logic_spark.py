@@ -114,6 +114,7 @@ def test_the_plain_aggregate_is_packed_for_the_table():
     assert isinstance(plain_on_the_table().function, PackedRecords)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_user_logic_through_run_keyed_resumed_in_a_new_interpreter(spark, tmp_path, case):
     recs = records()
