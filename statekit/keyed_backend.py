@@ -168,13 +168,12 @@ class KeyedStateBackend(KeyContext, ABC):
             if snap.max_parallelism != self.max_parallelism:
                 raise StateError(f"snapshot has max_parallelism {snap.max_parallelism}, this backend "
                                  f"{self.max_parallelism}: key groups cannot be mapped")
-        self._registry.pending.update(merged_states(snaps, self.key_groups))
+        self._registry.add_restored(merged_states(snaps, self.key_groups))
         for snap in snaps:
             for name, t in snap.timers.items():
                 self._timers.restore(name, t)
-        registry = self._registry
-        for name in [n for n in registry.pending if n in registry.states]:
-            self._import_pending(name, registry.descriptors[name], registry.states[name], registry.pending.pop(name))
+        for name, descriptor, st, section in self._registry.take_pending_of_registered():
+            self._import_pending(name, descriptor, st, section)
 
     def _import_pending(self, name: str, descriptor: StateDescriptor, st: InternalKeyedState,
                         pending: StateSection) -> bool:

@@ -76,6 +76,15 @@ class StateRegistry:
         self.descriptors[descriptor.name] = descriptor
         return self.pending.pop(descriptor.name, None)
 
+    def add_restored(self, sections: dict[str, StateSection]) -> None:
+        """Keep restored sections until their states register (``add``, ``take_pending_of_registered``)."""
+        self.pending.update(sections)
+
+    def take_pending_of_registered(self) -> list[tuple[str, StateDescriptor, InternalKeyedState, StateSection]]:
+        """The restored sections of states already registered (taken out of ``pending``), with their state."""
+        return [(name, self.descriptors[name], self.states[name], self.pending.pop(name))
+                for name in [n for n in self.pending if n in self.states]]
+
     def is_empty(self) -> bool:
         """No stored cell and no restored section waiting."""
         return not self.pending and not any(st._entry_count() for st in self.states.values())
