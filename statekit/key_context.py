@@ -21,6 +21,7 @@ from .key_identity import PLAIN_KEY_TYPES as _PLAIN_KEYS, key_identity, key_prob
 from .keygroups import key_group_for_bytes, key_groups_and_bytes, key_groups_for_bytes
 from .serialization import KEY_SERIALIZER
 from .state import ResolvedKey
+from .state_registry import InternalKeyedState
 
 _KEY_CACHE_LIMIT = 1 << 17
 
@@ -65,9 +66,10 @@ class KeyContext:
         what ``set_current_key`` reads, one lookup giving one object; evicted with the key cache."""
         self._key_setters: list[Callable[[Any, int, bytes], None]] = []
         self._tuple_scoped: list[Any] = []
+        """The ``TUPLE_SCOPED`` states: ``set_current_key`` sets their ``_ck`` itself."""
 
-    def _scope_state(self, st: Any) -> None:
-        """Make a newly registered state (an ``InternalKeyedState``) follow the current key, starting now."""
+    def _scope_state(self, st: InternalKeyedState) -> None:
+        """Make a newly registered state follow the current key, starting now."""
         if st.TUPLE_SCOPED:
             self._tuple_scoped.append(st)
         else:
