@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from statekit import PLAIN_KEY_TYPES, key_identity
+from statekit import PLAIN_KEY_TYPES, key_identity, unhashable_reason
 
 from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, error, timestamp_problem
 
@@ -37,12 +37,12 @@ def group_by_key(records: Iterable[Record], on_invalid: OnInvalid = _raise,
             try:
                 key = key_identity(key)
             except TypeError:
-                on_invalid(rec, "key", f"key of type {type(rec[0]).__name__} is not hashable (use a tuple, not a list)")
+                on_invalid(rec, "key", unhashable_reason(rec[0]))
                 continue
         try:
             g = get(key)
         except TypeError:
-            on_invalid(rec, "key", f"key of type {type(rec[0]).__name__} is not hashable (use a tuple, not a list)")
+            on_invalid(rec, "key", unhashable_reason(rec[0]))
             continue
         if g is None:
             groups[key] = [rec]

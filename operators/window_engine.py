@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, ValueState,
-                      key_identity)
+                      key_identity, unhashable_reason)
 
 from .columns import factorize, python_values
 from .gc_pause import gc_paused
@@ -239,7 +239,7 @@ def key_codes(keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np
             code = codes[r] = index.setdefault(key_identity(k), len(index))
         except TypeError:
             good[r] = False
-            problems[r] = ("key", f"key of type {type(k).__name__} is not hashable (use a tuple, not a list)")
+            problems[r] = ("key", unhashable_reason(k))
             continue
         if code == len(first):
             first.append(k)

@@ -42,6 +42,14 @@ def key_problem(key: Any) -> str | None:
     return "NaN key" if key != key else None
 
 
+def unhashable_reason(key: Any, *, shown: bool = False) -> str:
+    """Why ``key`` cannot be a state key when ``key_identity`` (or a dict lookup) raised TypeError for it: the
+    one wording of the backends' InvalidKeyError (``shown``: naming the key itself) and the operators'
+    ``_invalid`` reason."""
+    named = f"key {key!r}" if shown else "key"
+    return f"{named} of type {type(key).__name__} is not hashable (use a tuple, not a list)"
+
+
 def key_of_identity(identity: Any) -> Any:
     """The key ``key_identity`` was given."""
     if type(identity) is not tuple:

@@ -75,7 +75,7 @@ def declare_state_format(state: str, mark: str, value: Mark, *, reads: Iterable[
 
 
 SNAPSHOT_FORMAT = _declare(CORE, "snapshot", 1, ())
-"""The logical snapshot format (``KeyedStateBackend.snapshot_logical``)."""
+"""The logical snapshot format (``statekit.logical_snapshot``)."""
 PAYLOAD_CODEC = _declare(CORE, "payload", "SKZ1", ())
 """The codec of snapshot files (``statekit.payload``), also their first bytes."""
 MANIFEST_FORMAT = _declare(CORE, "manifest", 1, ())

@@ -33,10 +33,10 @@ class HeapKeyedStateBackend(HeapSnapshots, KeyedStateBackend):
         return HeapTimerQueue()
 
     def close(self) -> None:
-        for st in self._states.values():
+        for st in self._registry.states.values():
             st._table.clear()
             st._dirty.clear()
-        for svc in self._timer_services.values():
+        for svc in self._timers.services.values():
             for _, queue in svc.queues():
                 queue.clear()
         self._closed = True

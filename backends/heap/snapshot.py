@@ -23,7 +23,9 @@ from statekit import (key_identity, key_of_identity, KEY_SERIALIZER, KeyedStateB
                       decode_timer)
 from statekit.keygroups import key_groups_and_bytes
 from statekit.payload import decode, encode
-from statekit.snapshot_header import SNAPSHOT_FORMAT, declare_backend_format
+from statekit.logical_snapshot import (LogicalSnapshot, StateMeta, StateSection, TimerSection, read_logical,
+                                       snapshot_head)
+from statekit.snapshot_header import declare_backend_format
 from statekit.snapshots import NATIVE, IncrementalSnapshots, SnapshotReader, SnapshotWriter
 
 _CHAIN_ROLES = ("full", "delta")
@@ -61,10 +63,15 @@ def _timer_id(timer: Any) -> tuple:
     return (timer[0], key_identity(timer[1]), key_identity(timer[2]))
 
 
-def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
+def _columns_section(meta: StateMeta, keys: list, namespaces: list, cells: list) -> dict[str, Any]:
+    """One state's section of a full snapshot (``COLUMNS``)."""
+    return {**meta.to_dict(), "keys": keys, "namespaces": namespaces, "cells": cells}
+
+
+def _apply_delta(states: dict[str, tuple[StateMeta, dict]], timers: dict, delta: dict) -> None:
+    """Apply a delta to the cells (by ``_cell_id``) and timers (by ``_timer_id``) of a snapshot being rebuilt."""
     for name, s in _unpack(delta["states"]).items():
-        cur = states.setdefault(name, {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1), "cells": {}})
-        cells = cur["cells"]
+        cells = states.setdefault(name, (StateMeta.read(s), {}))[1]
         for kg, key, ns in s["del"]:
             cells.pop(_cell_id(key, ns), None)
         for e in s["put"]:
@@ -78,14 +85,14 @@ def _apply_delta(states: dict, timers: dict, delta: dict) -> None:
             cur[domain].update((_timer_id(x), x) for x in t[domain]["add"])
 
 
-def _logical_full(full: dict, header_version: int) -> dict:
+def _logical_full(full: dict, header_version: int) -> LogicalSnapshot:
     """A full snapshot as a logical one (states unpacked, entries with key groups, timer lists). Written
     under a snapshot header, it is of the header's layout (checked to be ``COLUMNS``); before the header
     (version 0), of the entry layout unless its own ``layout`` field says ``COLUMNS``."""
     states = _unpack(full["states"])
     if header_version == 0 and full.pop("layout", None) != COLUMNS:
         full["states"] = states
-        return full
+        return read_logical(full)
     mp = full["max_parallelism"]
     for s in states.values():
         keys = s.pop("keys")
@@ -95,7 +102,7 @@ def _logical_full(full: dict, header_version: int) -> dict:
         for domain in ("event", "processing"):
             t[domain] = list(map(list, zip(*t[domain])))
     full["states"] = states
-    return full
+    return read_logical(full)
 
 
 class HeapSnapshots(IncrementalSnapshots):
@@ -106,7 +113,7 @@ class HeapSnapshots(IncrementalSnapshots):
 
     def take_changes(self) -> Iterator[tuple[str, int, Any, Any, Any]]:
         """Cells changed since the last call as (state, key group, key, namespace, cell or DELETED)."""
-        for name, st in self._states.items():
+        for name, st in self._registry.states.items():
             table = st._table
             changed = list(st._take_dirty())
             keys = [key_of_identity(ident) for ident, _ in changed]
@@ -114,13 +121,10 @@ class HeapSnapshots(IncrementalSnapshots):
                 cell = table.get(ck, DELETED)
                 yield name, kg, key, key_of_identity(ck[1]), (cell if cell is DELETED else st._cell_out(cell))
 
-    def _clocks(self) -> dict[str, tuple[int, int]]:
-        return {n: (svc.current_watermark(), svc.current_processing_time()) for n, svc in self._timer_services.items()}
-
     def _timer_changes(self) -> tuple[dict, int]:
         """Timers added and removed per service and domain since the last snapshot, and their count."""
         out, count = {}, 0
-        for name, svc in self._timer_services.items():
+        for name, svc in self._timers.services.items():
             section = {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time()}
             for domain, queue in svc.queues():
                 changes = queue.take_changes()
@@ -131,12 +135,12 @@ class HeapSnapshots(IncrementalSnapshots):
         return out, count
 
     def _reset_changes(self) -> None:
-        for st in self._states.values():
+        for st in self._registry.states.values():
             st._take_dirty()
-        for svc in self._timer_services.values():
+        for svc in self._timers.services.values():
             for _, queue in svc.queues():
                 queue.take_changes()
-        self._ckpt_clocks = self._clocks()
+        self._ckpt_clocks = self._timers.clocks()
 
     def snapshot_incremental(self, writer: SnapshotWriter) -> dict[str, Any]:
         """Write a delta on top of ``writer.base`` when allowed, else a full snapshot."""
@@ -146,8 +150,8 @@ class HeapSnapshots(IncrementalSnapshots):
                  if base is not None and base.backend == self.name and base.kind == NATIVE else [])
         full = writer.force_full or not chain or self._ckpt_clocks is None or len(chain) >= writer.policy.full_every
         if not full:
-            changed = sum(len(st._dirty) for st in self._states.values())
-            changed += sum(queue.change_count() for svc in self._timer_services.values() for _, queue in svc.queues())
+            changed = sum(len(st._dirty) for st in self._registry.states.values())
+            changed += sum(queue.change_count() for svc in self._timers.services.values() for _, queue in svc.queues())
             accumulated = base.snapshot.get("chain_changes", 0) + changed
             full = accumulated > writer.policy.max_changelog_fraction * max(1, self.num_entries())
         if full:
@@ -161,35 +165,29 @@ class HeapSnapshots(IncrementalSnapshots):
         timers, _ = self._timer_changes()
         packed, state_bytes = _pack(self._state_delta())
         writer.write("delta.skz", encode({"states": packed, "timers": timers}), "delta")
-        self._ckpt_clocks = self._clocks()
+        self._ckpt_clocks = self._timers.clocks()
         return {"incremental": True, "chain_changes": accumulated, "chain_length": len(chain) + 1,
                 "state_bytes": state_bytes}
 
     def _full_columns(self) -> dict:
         """Every state's cells and every queue's timers as columns (``COLUMNS``)."""
         states = {}
-        for name, d, st in self._states_to_snapshot():
-            keys, namespaces, cells = st._columns()
-            states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "version": d.version,
-                            "keys": keys, "namespaces": namespaces, "cells": cells}
-        for name, p in self._pending.items():
-            _, keys, namespaces, cells = map(list, zip(*p["entries"])) if p["entries"] else ([], [], [], [])
-            states[name] = {"kind": p["kind"], "ttl": p["ttl"], "version": p.get("version", 1),
-                            "keys": keys, "namespaces": namespaces, "cells": cells}
+        for name, d, st in self._registry.to_snapshot():
+            states[name] = _columns_section(StateMeta.of(d), *st._columns())
+        for name, p in self._registry.pending.items():
+            _, keys, namespaces, cells = map(list, zip(*p.entries)) if p.entries else ([], [], [], [])
+            states[name] = _columns_section(p.meta, keys, namespaces, cells)
         timers = {name: {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time(),
                          **{domain: list(queue.columns()) for domain, queue in svc.queues()}}
-                  for name, svc in self._timer_services.items()}
-        return {"format": SNAPSHOT_FORMAT, "backend": self.name, "max_parallelism": self.max_parallelism,
-                "key_groups": [self.key_groups.start, self.key_groups.stop], "states": states, "timers": timers}
+                  for name, svc in self._timers.services.items()}
+        return {**snapshot_head(self.name, self.max_parallelism, self.key_groups), "states": states, "timers": timers}
 
     def _state_delta(self) -> dict:
         states: dict[str, dict] = {}
         for name, kg, key, ns, cell in self.take_changes():
             s = states.get(name)
             if s is None:
-                d = self._descriptors[name]
-                s = states[name] = {"kind": d.kind, "ttl": d.ttl_config is not None, "version": d.version,
-                                    "put": [], "del": []}
+                s = states[name] = {**StateMeta.of(self._registry.descriptors[name]).to_dict(), "put": [], "del": []}
             if cell is DELETED:
                 s["del"].append([kg, key, ns])
             else:
@@ -207,24 +205,18 @@ class HeapSnapshots(IncrementalSnapshots):
             backend.restore_logical(full)
             backend._reset_changes()
             return backend
-        states = {name: {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1),
-                         "cells": {_cell_id(e[1], e[2]): e for e in s["entries"]}}
-                  for name, s in full["states"].items()}
-        timers = {name: {"watermark": t["watermark"], "processing_time": t["processing_time"],
-                         "event": {_timer_id(x): x for x in t["event"]},
-                         "processing": {_timer_id(x): x for x in t["processing"]}}
-                  for name, t in full["timers"].items()}
+        states = {name: (s.meta, {_cell_id(e[1], e[2]): e for e in s.entries}) for name, s in full.states.items()}
+        timers = {name: {"watermark": t.watermark, "processing_time": t.processing_time,
+                         "event": {_timer_id(x): x for x in t.event},
+                         "processing": {_timer_id(x): x for x in t.processing}}
+                  for name, t in full.timers.items()}
         for f in chain[1:]:
             _apply_delta(states, timers, decode(reader.read(f)))
-        snap = {"format": SNAPSHOT_FORMAT, "backend": cls.name, "max_parallelism": full["max_parallelism"],
-                "key_groups": full["key_groups"],
-                "states": {n: {"kind": s["kind"], "ttl": s["ttl"], "version": s.get("version", 1),
-                               "entries": list(s["cells"].values())}
-                           for n, s in states.items()},
-                "timers": {n: {"watermark": t["watermark"], "processing_time": t["processing_time"],
-                               "event": list(t["event"].values()), "processing": list(t["processing"].values())}
-                           for n, t in timers.items()}}
-        backend.restore_logical(snap)
+        backend.restore_logical(LogicalSnapshot(
+            cls.name, full.max_parallelism, full.key_groups,
+            {n: StateSection(meta, list(cells.values())) for n, (meta, cells) in states.items()},
+            {n: TimerSection(t["watermark"], t["processing_time"], list(t["event"].values()),
+                             list(t["processing"].values())) for n, t in timers.items()}))
         backend._reset_changes()
         return backend
 
@@ -241,36 +233,35 @@ class HeapSnapshots(IncrementalSnapshots):
         states = [_unpack(d["states"]) for d in deltas]
         for section in states:
             for name, st in section.items():
-                d = self._descriptors.get(name)
-                if (d is None or name not in self._states or d.kind != st["kind"]
-                        or (d.ttl_config is not None) != st["ttl"] or d.version != st.get("version", 1)):
+                d = self._registry.descriptors.get(name)
+                if d is None or name not in self._registry.states or StateMeta.of(d) != StateMeta.read(st):
                     return False
-        if any(name not in self._timer_services for d in deltas for name in d["timers"]):
+        if any(name not in self._timers.services for d in deltas for name in d["timers"]):
             return False
         for delta, section in zip(deltas, states):
             for name, s in section.items():
-                st = self._states[name]
+                st = self._registry.states[name]
                 for _, key, ns in s["del"]:
                     st._table.pop(_cell_id(key, ns), None)
                 for kg, key, ns, cell in s["put"]:
                     st._import(kg, key, ns, cell)
             for name, t in delta["timers"].items():
-                svc = self._timer_services[name]
+                svc = self._timers.services[name]
                 svc.restore_time(t["watermark"], t["processing_time"])
                 for domain, queue in svc.queues():
-                    queue.remove_many(self._timer_sort_keys(t[domain]["del"])[0])
+                    queue.remove_many(self._timers.sort_keys(t[domain]["del"])[0])
                     added = t[domain]["add"]
-                    queue.add_many(self._timer_sort_keys(added)[0], list(map(Timer._make, added)))
+                    queue.add_many(self._timers.sort_keys(added)[0], list(map(Timer._make, added)))
         self._reset_changes()
         return True
 
     def unchanged_since_snapshot(self) -> bool:
         """True when no cell, timer or clock changed since the last snapshot or restore (fast path)."""
-        return (not any(st._dirty for st in self._states.values())
-                and not any(queue.change_count() for svc in self._timer_services.values() for _, queue in svc.queues())
-                and self._ckpt_clocks == self._clocks())
+        return (not any(st._dirty for st in self._registry.states.values())
+                and not any(queue.change_count() for svc in self._timers.services.values() for _, queue in svc.queues())
+                and self._ckpt_clocks == self._timers.clocks())
 
-    def _import_pending(self, name: str, descriptor: Any, st: Any, pending: dict) -> bool:
+    def _import_pending(self, name: str, descriptor: Any, st: Any, pending: StateSection) -> bool:
         """Fill a state registered after a restore; when the backend equals a committed snapshot, the
         imported cells are that snapshot's content, not changes (so the next snapshot stays a delta).
         Migrated cells are new content in another version: the next snapshot is a full one."""

@@ -108,9 +108,9 @@ class RocksDBKeyedStateBackend(RocksDBSnapshots, KeyedStateBackend):
             self._wb.write()
         self._closed = True
         closed = Closed(type(self).__name__)
-        for st in self._states.values():
+        for st in self._registry.states.values():
             st._release(closed)
-        for svc in self._timer_services.values():
+        for svc in self._timers.services.values():
             for _, queue in svc.queues():
                 queue._release(closed)
         self._store.close()

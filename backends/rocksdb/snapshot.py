@@ -43,9 +43,7 @@ state metadata records as ``db`` writes them): a change that older databases do 
 
 def _sequence(self: KeyedStateBackend) -> tuple:
     """What identifies the backend's content: RocksDB's last sequence number and the timer clocks."""
-    clocks = {name: (svc.current_watermark(), svc.current_processing_time())
-              for name, svc in self._timer_services.items()}
-    return self._store.db.latest_sequence_number(), clocks
+    return self._store.db.latest_sequence_number(), self._timers.clocks()
 
 
 def _download(reader: SnapshotReader, target: str) -> None:
@@ -107,7 +105,7 @@ class RocksDBSnapshots(IncrementalSnapshots):
         """Checkpoint the DB and upload what the base snapshot does not have."""
         self.flush()
         store = self._store
-        queues = [queue for svc in self._timer_services.values() for _, queue in svc.queues()]
+        queues = [queue for svc in self._timers.services.values() for _, queue in svc.queues()]
         for queue in queues:  # the checkpoint carries each queue's count: a restore does not count its timers
             queue.record_size()
         for cf, _ in store._families.values():
@@ -138,12 +136,12 @@ class RocksDBSnapshots(IncrementalSnapshots):
                 queue.forget_size()
             shutil.rmtree(scratch, ignore_errors=True)
         self._ckpt_sequence = _sequence(self)
-        counted = {name: st._count_up_to(EXACT_COUNT_LIMIT) for name, st in self._states.items()}
+        counted = {name: st._count_up_to(EXACT_COUNT_LIMIT) for name, st in self._registry.states.items()}
         entries = {name: st._db.property_int_value("rocksdb.estimate-num-keys") or 0 if counted[name] is None
-                   else counted[name] for name, st in self._states.items()}
+                   else counted[name] for name, st in self._registry.states.items()}
         return {"incremental": reused > 0, "reused_sst": reused,
                 "timers": {name: {"watermark": svc.current_watermark(), "processing_time": svc.current_processing_time()}
-                           for name, svc in self._timer_services.items()},
+                           for name, svc in self._timers.services.items()},
                 "state_entries": entries, "state_entries_estimated": None in counted.values()}
 
     @classmethod
@@ -187,4 +185,4 @@ class RocksDBSnapshots(IncrementalSnapshots):
     def unchanged_since_snapshot(self) -> bool:
         """True when nothing was written (pending or in RocksDB) and no timer clock moved since the
         last snapshot or restore (fast path)."""
-        return not any(st._ov for st in self._states.values()) and self._ckpt_sequence == _sequence(self)
+        return not any(st._ov for st in self._registry.states.values()) and self._ckpt_sequence == _sequence(self)

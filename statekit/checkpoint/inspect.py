@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from ..help_format import HelpFormatter
+from ..logical_snapshot import StateMeta, read_logical
 from ..serialization import unknown_types
 from ..timers import MAX_TIMESTAMP, MIN_TIMESTAMP
 from .errors import CheckpointError, NoCheckpointError
@@ -160,13 +161,13 @@ def format_report(info: CheckpointInfo) -> str:
     return "\n".join(lines)
 
 
-def _strip_ttl(kind: str, ttl: bool, cell: Any) -> tuple[Any, int | None]:
+def _strip_ttl(meta: StateMeta, cell: Any) -> tuple[Any, int | None]:
     """(user value, TTL timestamp of a value-like cell) from an exported cell."""
-    if not ttl:
+    if not meta.ttl:
         return cell, None
-    if kind == "list":
+    if meta.kind == "list":
         return [e[0] for e in cell], None
-    if kind == "map":
+    if meta.kind == "map":
         return {k: e[0] for k, e in cell.items()}, None
     return cell[0], cell[1]
 
@@ -191,13 +192,13 @@ def read_state(path: str, operator: str, state: str, epoch: int | None = None,
     for p in parts:
         if epoch not in by_part[p]:
             continue
-        snap = store.logical_snapshot(store.manifest(operator, p, epoch))
-        s = snap["states"].get(state)
+        snap = read_logical(store.logical_snapshot(store.manifest(operator, p, epoch)))
+        s = snap.states.get(state)
         if s is None:
             continue
         found = True
-        for kg, key, ns, cell in s["entries"]:
-            value, ts = _strip_ttl(s["kind"], s["ttl"], cell)
+        for kg, key, ns, cell in s.entries:
+            value, ts = _strip_ttl(s.meta, cell)
             rows.append({"key_group": kg, "key": key, "namespace": ns, "value": value, "ttl_timestamp": ts})
     if not found:
         raise CheckpointError(f"operator {operator!r} epoch {epoch}: no state named {state!r}")

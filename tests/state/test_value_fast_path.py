@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekit import NoCurrentKeyError, SerializationError, StateTtlConfig, ValueStateDescriptor, detached
-from statekit import keyed_backend
+from statekit import key_context
 
 KEYS = ["a", "b", b"a", 0, 1, 2, True, 1.0, 0.0, -0.0, (1, "a")]
 """Plain keys and their look-alikes (equal under Python, apart as keys), so the cached cell keys are tested."""
@@ -201,7 +201,7 @@ def test_lookalike_keys_keep_their_own_values(backend):
 def test_evicted_key_scopes_are_resolved_again(make_backend, monkeypatch):
     """Past the key cache's limit its oldest entries go (and stay gone); keys set again afterwards find their
     state, key group and bytes (timers registered under them keep their keys)."""
-    monkeypatch.setattr(keyed_backend, "_KEY_CACHE_LIMIT", 8)
+    monkeypatch.setattr(key_context, "_KEY_CACHE_LIMIT", 8)
     b = make_backend()
     v = b.get_state(_descriptor(False, None))
     timers = b.timer_service("t", None)
