@@ -1,5 +1,5 @@
 """Event-time sessions of all of an operator's keys as one columnar table (``state_layout="table"``): the
-session engine's rules (``operators.session_engine``) on numpy arrays instead of one stored cell and one
+session engine's rules (``operators.engines.session_engine``) on numpy arrays instead of one stored cell and one
 timer per key, for 10^6 keys and more.
 
 In memory: a slot per key (``KeySlots``: its serialized bytes and key group by slot; the key itself is
@@ -27,14 +27,14 @@ import numpy as np
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
                       SerializationError, StateError, ValueState, deserialized_keys, key_group_representatives)
 
-from .columns import ArrowValues, arrow_codes, by_code, present_codes, python_values, session_runs
+from ..columns import ArrowValues, arrow_codes, by_code, present_codes, python_values, session_runs
+from ..windows import TimeWindow
 from .key_slots import KeyBytes, KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
 from .session_pages import TABLE_STATE, decode_page, encode_page, page_sessions
 from .session_rules import SessionRules
 from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order, timestamps_of
-from .windows import TimeWindow
 
 
 class SessionTable(SessionRules):

@@ -5,7 +5,7 @@ incremental function, computed in bulk).
 A key's value, in the void namespace, is a cell ``[timer, *bounds0, acc0, *bounds1, acc1, ...]``: its
 open windows in time order, each window's bounds next to its accumulator, and the one event-time timer
 the key holds (the earliest fire or cleanup among its windows, or None); or the same packed into bytes
-(``operators.packed_cells``) when the function is a ``PackedAggregate`` and its accumulators pack. So a
+(``operators.engines.packed_cells``) when the function is a ``PackedAggregate`` and its accumulators pack. So a
 key costs one read and one write per epoch and one timer: an epoch reads every touched key in one
 batched call, takes keys that may emit at once (late records, late-but-allowed fires) one record at a
 time in arrival order and the others in bulk (``_runs``, the engine's own), writes every key back in
@@ -25,10 +25,10 @@ import pyarrow as pa
 
 from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState
 
-from .columns import by_code, python_values
+from ..columns import by_code, python_values
+from ..windows import TimeWindow
 from .packed_cells import NO_TIMER, PackedCells, WindowTable
 from .window_engine import Fold, PackedFold, WindowEngine, WindowSink, key_codes, timer_order, timestamps_of
-from .windows import TimeWindow
 
 PackedEntries = tuple[list, list, np.ndarray, np.ndarray]
 """Keys an epoch encoded in bulk: (key codes, cells, new timers, old timers), NO_TIMER for none."""

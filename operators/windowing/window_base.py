@@ -1,5 +1,5 @@
-"""BaseWindowOperator: what the window operators share (``operators.record_window``, its evicting variant
-``operators.evicting_window`` and the engine-backed ``operators.columnar_window``): the configuration and
+"""BaseWindowOperator: what the window operators share (``operators.windowing.record_window``, its evicting variant
+``operators.windowing.evicting_window`` and the engine-backed ``operators.windowing.columnar_window``): the configuration and
 its description, how results, late and invalid records go out, and the user functions' lifecycle.
 
 Trigger state and timers go through the backend, so an operator is fully described by a backend
@@ -18,16 +18,16 @@ from statekit import AggregateFunction, KeyedStateBackend, PackedAggregate, Stat
 from statekit.descriptors import Migration, qualified_name
 from statekit.durations import to_millis
 
+from ..engines.window_engine import WindowSink
+from ..functions import ProcessWindowFunction, WindowColumnsFunction, WindowRowsFunction, window_columns, window_rows
+from ..invalid import InvalidRecord, error
+from ..operator import KeyedOperator
+from ..output import Output
+from ..windows import TimeWindow
 from .assigners import MergingWindowAssigner, WindowAssigner
 from .context import KeyedStateStore, WindowProcessContext
 from .evictors import Evictor
-from .functions import ProcessWindowFunction, WindowColumnsFunction, WindowRowsFunction, window_columns, window_rows
-from .invalid import InvalidRecord, error
-from .operator import KeyedOperator
-from .output import Output
 from .triggers import Trigger
-from .window_engine import WindowSink
-from .windows import TimeWindow
 
 TIMER_SERVICE = "window-timers"
 PROCESS, AGGREGATE, REDUCE = "process", "aggregate", "reduce"

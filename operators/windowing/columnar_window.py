@@ -1,8 +1,8 @@
 """ColumnarWindowOperator: event-time windows with the default trigger, no evictor and an incremental
 function, run an epoch at a time by the engine their assigner declares (``WindowAssigner.columnar_engine``:
-``operators.session_engine``, ``operators.aligned_engine``, ``operators.session_table``), on one stored
+``operators.engines.session_engine``, ``operators.engines.aligned_engine``, ``operators.engines.session_table``), on one stored
 value per key or one table of all keys. Results, side outputs, state and timers equal the record path's
-(``operators.record_window``)."""
+(``operators.windowing.record_window``)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import numpy as np
 
 from statekit import ColumnarAggregate, KeyedStateBackend, Timer, ValueStateDescriptor
 
-from .columns import RecordValues, RowView
-from .output import Output
-from .session_rules import SessionRules
+from ..columns import RecordValues, RowView
+from ..engines.session_rules import SessionRules
+from ..engines.window_engine import EngineSpec, Incremental, WindowEngine
+from ..output import Output
 from .window_base import AGGREGATE, BaseWindowOperator
-from .window_engine import EngineSpec, Incremental, WindowEngine
 
 
 class AggregateAdd(Incremental):

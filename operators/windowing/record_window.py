@@ -2,7 +2,7 @@
 
 Window contents live in one state in the window's namespace: the accumulator (or reduced value) of an
 ``AggregateFunction`` / reduce callable as a value, or the list of elements for a ``ProcessWindowFunction``
-(``operators.evicting_window`` keeps elements with their timestamps). Accumulators of the current key are
+(``operators.windowing.evicting_window`` keeps elements with their timestamps). Accumulators of the current key are
 cached while its records (or one timer) are processed and written once at the end, so an epoch costs one
 read and one write per touched window and key. Merging assigners keep a ``MergingWindowSet`` per key in the
 void namespace.
@@ -14,10 +14,10 @@ from typing import Any, Iterable
 
 from statekit import MAX_TIMESTAMP, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer, ValueStateDescriptor
 
-from .batching import group_by_key
+from ..batching import group_by_key
+from ..output import Output
 from .context import TimerBuffer, WindowTriggerContext
 from .merging_window_set import MergingWindowSet
-from .output import Output
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE
 from .window_base import AGGREGATE, PROCESS, BaseWindowOperator
 
