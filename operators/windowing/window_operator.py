@@ -21,9 +21,10 @@ from .batch_window import WindowBatchFunction, result_names_of
 from .columnar_window import ColumnarWindowOperator
 from .evicting_window import EvictingWindowOperator
 from .evictors import Evictor
+from .internal_functions import internal_function
 from .record_window import RecordWindowOperator
 from .triggers import EventTimeTrigger, Trigger
-from .window_base import PROCESS, BaseWindowOperator, function_kind
+from .window_base import BaseWindowOperator
 
 
 def WindowOperator(assigner: WindowAssigner, function: Any, window_function: ProcessWindowFunction | None = None,  # noqa: N802 (the operator's public name)
@@ -50,7 +51,7 @@ def WindowOperator(assigner: WindowAssigner, function: Any, window_function: Pro
     evictor = evictor if evictor is not None else assigner.get_default_evictor()
     args = (assigner, function, window_function, trigger, evictor, allowed_lateness, late_output_tag, invalid_output_tag)
     spec = (assigner.columnar_engine(state_layout) if columnar and type(trigger) is EventTimeTrigger and evictor is None
-            and function_kind(function) != PROCESS else None)
+            and not internal_function(function, window_function).keeps_elements else None)
     if spec is not None:
         operator: BaseWindowOperator = ColumnarWindowOperator(spec, *args)
     else:
