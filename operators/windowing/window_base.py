@@ -66,7 +66,8 @@ class BaseWindowOperator(KeyedOperator, WindowSink, Firing):
 
     @property
     def function(self) -> Any:
-        """The user's window function (an AggregateFunction, a reduce callable or a ProcessWindowFunction)."""
+        """The user's window function (an AggregateFunction, a reduce callable or a ProcessWindowFunction);
+        setting another wraps it anew (``internal_function``), with the same window function."""
         return self.fn.function
 
     @function.setter

@@ -1,5 +1,6 @@
-"""The built-in aggregates' registry (``operators.aggregates.builtin_aggregates``): one class per aggregate is all a new one
-takes (RowAggregate, ``--agg`` parsing and help, the Spark result type read it), and what each declares."""
+"""The built-in aggregates' registry (``operators.aggregates.builtin_aggregates``): one class per aggregate is
+all a new one takes (RowAggregate, ``--agg`` parsing and help, the Spark result type read it), and what each
+declares."""
 
 from __future__ import annotations
 
