@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..operators import RowAggregate
-from ..operators.window_engine import engine_storing
+from ..operators.engines.window_engine import engine_storing
 
 
 def readable_state(description: dict[str, Any] | None, state: str, value: Any) -> Any:

@@ -1,5 +1,5 @@
 """Session aggregates from ``--agg`` specs (``count``, ``sum:value``, ``avg:x``, ...: one per built-in
-aggregate of ``operators.builtin_aggregates``): parsing them into the operators' ``RowAggregate``
+aggregate of ``operators.aggregates.builtin_aggregates``): parsing them into the operators' ``RowAggregate``
 (re-exported here), and the ``--agg`` help, both read from that one registry."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..operators.aggregates import KINDS, RowAggregate
-from ..operators.builtin_aggregates import AGGREGATES
+from ..operators.aggregates.row_aggregate import KINDS, RowAggregate
+from ..operators.aggregates.builtin_aggregates import AGGREGATES
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ DEFAULT_STATE_LAYOUTS = {"rocksdb": "cells"}
 the budget whatever the number of open sessions (docs/memory.md); elsewhere ``DEFAULT_STATE_LAYOUT``."""
 DEFAULT_STATE_LAYOUT = "table"
 """The layout of a new checkpoint's sessions on a backend that holds its state in memory (heap): every key's
-sessions as columns (``operators.session_table``), the faster one."""
+sessions as columns (``operators.engines.session_table``), the faster one."""
 
 
 def default_state_layout(backend: str) -> str:

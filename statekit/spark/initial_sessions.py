@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..operators.builtin_aggregates import AGGREGATES
+from ..operators.aggregates.builtin_aggregates import AGGREGATES
 from .errors import InputError
 from .event_time import MILLIS, TimeSpec
 from .files import data_files, local_as_absolute

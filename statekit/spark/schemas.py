@@ -5,13 +5,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..operators.builtin_aggregates import AGGREGATES, NUMERIC_TYPES
+from ..operators.aggregates.builtin_aggregates import AGGREGATES, NUMERIC_TYPES
 from .errors import InputError
 
 
 def aggregate_type(kind: str, column: str | None, input_type: Any) -> Any:
     """Spark type of an aggregate's output column (``kind`` of ``column``, whose type is ``input_type``), as the
-    built-in aggregate declares it by name (``operators.builtin_aggregates``)."""
+    built-in aggregate declares it by name (``operators.aggregates.builtin_aggregates``)."""
     aggregate = AGGREGATES[kind]
     given = None if input_type is None else input_type.simpleString()
     if aggregate.NUMERIC and given not in NUMERIC_TYPES:

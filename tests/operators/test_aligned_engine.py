@@ -1,4 +1,4 @@
-"""The aligned-window engine (``operators.aligned_engine``) against the window operator's generic record path.
+"""The aligned-window engine (``operators.engines.aligned_engine``) against the window operator's generic record path.
 
 Event-time tumbling and sliding windows (with offsets) with the EventTimeTrigger and an incremental
 function go through the engine, fed as columns (``process_columns``) or records (``process_batch``);
@@ -19,10 +19,11 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import (ProcessWindowFunction, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
-                                Output, WindowOperator, aligned_engine)
-from statekit.operators.aligned_engine import AlignedEngine
-from statekit.operators.columnar_window import ColumnarWindowOperator
-from statekit.operators.record_window import RecordWindowOperator
+                                Output, WindowOperator)
+from statekit.operators.engines import aligned_engine
+from statekit.operators.engines.aligned_engine import AlignedEngine
+from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
+from statekit.operators.windowing.record_window import RecordWindowOperator
 from tests.operators.test_session_engine import HALVES, KEYS, PACKED, WIDE, columns_of, concat, harness, run_epochs
 from tests.operators_support import Concat, KeyedWindowResult
 

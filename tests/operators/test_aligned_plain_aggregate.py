@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from statekit import AggregateFunction
 from statekit.operators import ProcessWindowFunction, SlidingEventTimeWindows, TumblingEventTimeWindows, WindowOperator
-from statekit.operators.aligned_engine import AlignedEngine
-from statekit.operators.columnar_window import AggregateAdd
-from statekit.operators.record_window import RecordWindowOperator
+from statekit.operators.engines.aligned_engine import AlignedEngine
+from statekit.operators.windowing.internal_functions import AggregateAdd
+from statekit.operators.windowing.record_window import RecordWindowOperator
 from tests.operators.test_session_table import harness
 from tests.operators.windows_differential import EPOCHS, KEY_FORMS, REFIRE, drive, feed
 from tests.operators_support import fresh_stretch

@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit.operators import (EventTimeSessionWindows, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
                                 WindowOperator)
-from statekit.operators.packed_values import masked as _masked
-from statekit.operators import cell_engine, columns
+from statekit.operators.aggregates.packed_values import masked as _masked
+from statekit.operators import columns
+from statekit.operators.engines import cell_engine
 from statekit.operators.columns import factorize
 from tests.operators.test_session_engine import WIDE, harness, stored_cells
 from tests.operators_support import Concat, fresh_stretch

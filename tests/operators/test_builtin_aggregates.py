@@ -1,5 +1,6 @@
-"""The built-in aggregates' registry (``operators.builtin_aggregates``): one class per aggregate is all a new one
-takes (RowAggregate, ``--agg`` parsing and help, the Spark result type read it), and what each declares."""
+"""The built-in aggregates' registry (``operators.aggregates.builtin_aggregates``): one class per aggregate is
+all a new one takes (RowAggregate, ``--agg`` parsing and help, the Spark result type read it), and what each
+declares."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 from statekit.jobs.aggregates import agg_help, parse_aggs
 from statekit.jobs.sessionize import accumulator_evolution
 from statekit.operators import RowAggregate
-from statekit.operators import builtin_aggregates
-from statekit.operators.builtin_aggregates import AGGREGATES, ValueAggregate
+from statekit.operators.aggregates import builtin_aggregates
+from statekit.operators.aggregates.builtin_aggregates import AGGREGATES, ValueAggregate
 from statekit.spark.errors import InputError
 from statekit.spark.schemas import aggregate_type
 

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from statekit import AggregateFunction, StateError
 from statekit.checkpoint.job import compare
 from statekit.operators import EventTimeSessionWindows, WindowOperator
-from statekit.operators.packed_records import PackedRecords
-from statekit.operators.session_table import SessionTable
+from statekit.operators.aggregates.packed_records import PackedRecords
+from statekit.operators.engines.session_table import SessionTable
 from tests.operators.test_session_table import harness
 from tests.operators.windows_differential import BRIDGING, EPOCHS, KEY_FORMS, REFIRE, drive
 from tests.operators_support import KeyedWindowResult, fresh_stretch

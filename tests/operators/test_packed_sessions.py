@@ -1,5 +1,5 @@
 """Packed accumulators (``RowAggregate`` as a ``PackedAggregate``) and packed session cells
-(``operators.packed_cells.PackedCells``), without an operator.
+(``operators.engines.packed_cells.PackedCells``), without an operator.
 
 Packed results are compared with the per-accumulator methods by ``repr``: 1, 1.0 and True differ,
 and so do None and 0 (an empty ``avg`` is ``[0, 0]``, an empty ``sum`` None). Each ``*_packed``
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from statekit.operators.aggregates import KINDS, RowAggregate
-from statekit.operators.packed_cells import NO_TIMER, PackedCells, WindowTable
+from statekit.operators.aggregates.row_aggregate import KINDS, RowAggregate
+from statekit.operators.engines.packed_cells import NO_TIMER, PackedCells, WindowTable
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 HALVES = st.integers(-50, 50).map(lambda x: x / 2)  # exact sums in any order; 0 / 2 is 0.0, never -0.0

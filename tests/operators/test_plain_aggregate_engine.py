@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from statekit import AggregateFunction, StateConfig, ValueStateDescriptor
 from statekit.operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
-from statekit.operators.columnar_window import ColumnarWindowOperator
-from statekit.operators.record_window import RecordWindowOperator
+from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
+from statekit.operators.windowing.record_window import RecordWindowOperator
 from statekit.operators.testing import OperatorHarness
 from tests.operators_support import fresh_stretch
 

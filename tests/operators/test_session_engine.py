@@ -1,4 +1,4 @@
-"""The session engine (``operators.session_engine``) against the window operator's generic record path.
+"""The session engine (``operators.engines.session_engine``) against the window operator's generic record path.
 
 Event-time sessions with the EventTimeTrigger and an incremental function go through the engine,
 fed as columns (``process_columns``) or records (``process_batch``); the same operator with
@@ -19,12 +19,13 @@ from hypothesis import HealthCheck, assume, example, given, settings, strategies
 
 from statekit import StateConfig
 from statekit.operators import RowAggregate
-from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
+from statekit.operators import EventTimeSessionWindows, WindowOperator
+from statekit.operators.engines import session_engine
 from statekit.operators.columns import by_code, factorize, first_at_or_after, present_codes, session_runs
-from statekit.operators.columnar_window import ColumnarWindowOperator
-from statekit.operators.record_window import RecordWindowOperator
-from statekit.operators.cell_engine import CellEngine
-from statekit.operators.session_engine import SessionEngine
+from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
+from statekit.operators.windowing.record_window import RecordWindowOperator
+from statekit.operators.engines.cell_engine import CellEngine
+from statekit.operators.engines.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import Output, WindowRowsFunction
@@ -61,7 +62,7 @@ FUNCTIONS = {
     "reduce": lambda: (concat, None),
     "window-function": lambda: (RowAggregate([("first", 1), ("last", 1), ("count", None)]), KeyedWindowResult()),
     # the same aggregates on rows whose float never is -0.0: the accumulators pack and merge packed,
-    # so fast keys take the vectorized path (operators.packed_sessions.merged) and due keys _advance_packed
+    # so fast keys take the vectorized path (operators.engines.packed_sessions.merged) and due keys _advance_packed
     "packed": lambda: (RowAggregate(WIDE), None),
     # and with a WindowRowsFunction: due keys' fired sessions go to it in one rows() call per watermark
     "packed-rows": lambda: (RowAggregate(WIDE), SessionRows()),

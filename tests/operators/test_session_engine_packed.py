@@ -14,8 +14,9 @@ import statekit
 from statekit import ColumnarAggregate, SerializationError
 from statekit.operators import RowAggregate
 from statekit.jobs.sessionize import SessionRows
-from statekit.operators import EventTimeSessionWindows, WindowOperator, session_engine
-from statekit.operators.session_engine import SessionEngine
+from statekit.operators import EventTimeSessionWindows, WindowOperator
+from statekit.operators.engines import session_engine
+from statekit.operators.engines.session_engine import SessionEngine
 from statekit.operators.testing import OperatorHarness
 from tests.operators_support import make_harness
 

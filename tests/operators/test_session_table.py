@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from statekit import StateConfig, StateError, key_group_for, key_group_representatives
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import EventTimeSessionWindows, RowAggregate, WindowOperator
-from statekit.operators.session_table import TABLE_STATE, SessionTable
+from statekit.operators.engines.session_table import TABLE_STATE, SessionTable
 from statekit.operators.testing import OperatorHarness
 from tests.operators_support import KeyedWindowResult, fresh_stretch
 
@@ -286,7 +286,7 @@ def test_pages_of_an_older_accumulator_version_migrate(backend_name, target, tmp
 
 def test_key_slots_find_add_release_and_compact():
     from statekit import KEY_SERIALIZER
-    from statekit.operators.key_slots import KeyBytes, KeySlots
+    from statekit.operators.engines.key_slots import KeyBytes, KeySlots
 
     def kb(keys):
         return KeyBytes.of(KEY_SERIALIZER.dumps_many(keys))
@@ -313,7 +313,7 @@ def test_key_slots_tell_apart_keys_whose_hashes_collide():
     """Keys are verified against their stored bytes: keys with one hash (forced here) are still told
     apart, each found at its own slot, through probes over many entries."""
     from statekit import KEY_SERIALIZER
-    from statekit.operators.key_slots import KeyBytes, KeySlots
+    from statekit.operators.engines.key_slots import KeyBytes, KeySlots
 
     keys = [f"c{i}" for i in range(3000)]
     same = KeyBytes(KeyBytes.of(KEY_SERIALIZER.dumps_many(keys)).array, np.full(len(keys), 12345, np.int64))
@@ -328,7 +328,7 @@ def test_many_keys_leaving_renumber_slots_and_results_stay_equal(backend_name, t
     epochs: results equal the record path's and a restore after it reads the same sessions."""
     table = harness(operator("columns", 5, "table"), backend_name, tmp_path / "t")
     reference = harness(operator("columns", 5, None), backend_name, tmp_path / "r")
-    from statekit.operators.key_slots import KeySlots
+    from statekit.operators.engines.key_slots import KeySlots
 
     rng = np.random.default_rng(7)
     compacted = []

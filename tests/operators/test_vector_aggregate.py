@@ -19,8 +19,8 @@ from statekit.checkpoint.job import compare
 from statekit.operators import (EventTimeSessionWindows, Output, ProcessWindowFunction, RowAggregate,
                                 SlidingEventTimeWindows, TumblingEventTimeWindows, VectorAggregate, WindowBatchFunction,
                                 WindowOperator)
-from statekit.operators.columnar_window import ColumnarWindowOperator
-from statekit.operators.record_window import RecordWindowOperator
+from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
+from statekit.operators.windowing.record_window import RecordWindowOperator
 from tests.operators.test_session_table import columns_of, harness
 from tests.operators.windows_differential import BRIDGING, EPOCHS, KEY_FORMS, REFIRE, drive
 from tests.operators_support import fresh_stretch

@@ -14,14 +14,14 @@ from statekit.operators import (CountEvictor, CountTrigger, DynamicEventTimeSess
                                 ProcessingTimeSessionWindows, RowAggregate, SlidingEventTimeWindows,
                                 SlidingProcessingTimeWindows, TumblingEventTimeWindows, TumblingProcessingTimeWindows,
                                 WindowOperator, count_window)
-from statekit.operators.aligned_engine import AlignedEngine
-from statekit.operators.assigners import _FixedWindows
-from statekit.operators.columnar_window import ColumnarWindowOperator
-from statekit.operators.evicting_window import EvictingWindowOperator
-from statekit.operators.record_window import RecordWindowOperator
-from statekit.operators.session_engine import SessionEngine
-from statekit.operators.session_table import SessionTable
-from statekit.operators.window_engine import EngineSpec
+from statekit.operators.engines.aligned_engine import AlignedEngine
+from statekit.operators.windowing.assigners import _FixedWindows
+from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
+from statekit.operators.windowing.evicting_window import EvictingWindowOperator
+from statekit.operators.windowing.record_window import RecordWindowOperator
+from statekit.operators.engines.session_engine import SessionEngine
+from statekit.operators.engines.session_table import SessionTable
+from statekit.operators.engines.window_engine import EngineSpec
 from statekit.operators.windows import TimeWindow
 from tests.operators_support import KeyedWindowResult, Sum, add, make_harness
 

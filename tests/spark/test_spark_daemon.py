@@ -19,7 +19,8 @@ SCRIPT = '''
 import json, sys
 from statekit.spark import spark_session
 
-MODULES = ("statekit.spark.tasks", "statekit.spark.records", "statekit.operators.session_table", "numpy.ma", "pyarrow.parquet")
+MODULES = ("statekit.spark.tasks", "statekit.spark.records", "statekit.operators.engines.session_table", "numpy.ma",
+           "pyarrow.parquet")
 
 
 def probe(batches):

@@ -20,7 +20,7 @@ from pyspark import cloudpickle
 
 from statekit.bench.user_logic import SessionRow, SumAndCount
 from statekit.operators import EventTimeSessionWindows, WindowOperator
-from statekit.operators.packed_records import PackedRecords
+from statekit.operators.aggregates.packed_records import PackedRecords
 from statekit.spark import run_keyed
 from tests.operators.test_vector_aggregate import SessionReport, SessionStats
 from tests.test_readme import ROOT

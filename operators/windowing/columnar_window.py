@@ -1,57 +1,22 @@
 """ColumnarWindowOperator: event-time windows with the default trigger, no evictor and an incremental
 function, run an epoch at a time by the engine their assigner declares (``WindowAssigner.columnar_engine``:
-``operators.session_engine``, ``operators.aligned_engine``, ``operators.session_table``), on one stored
+``operators.engines.session_engine``, ``operators.engines.aligned_engine``, ``operators.engines.session_table``), on one stored
 value per key or one table of all keys. Results, side outputs, state and timers equal the record path's
-(``operators.record_window``)."""
+(``operators.windowing.record_window``)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from statekit import ColumnarAggregate, KeyedStateBackend, Timer, ValueStateDescriptor
+from statekit import KeyedStateBackend, Timer, ValueStateDescriptor
 
-from .columns import RecordValues, RowView
-from .output import Output
-from .session_rules import SessionRules
-from .window_base import AGGREGATE, BaseWindowOperator
-from .window_engine import EngineSpec, Incremental, WindowEngine
-
-
-class AggregateAdd(Incremental):
-    """An AggregateFunction's ``add``, a new window's accumulator made by ``create_accumulator``."""
-
-    def __init__(self, create: Callable[[], Any], add: Callable[[Any, Any], Any]) -> None:
-        self._create, self._add = create, add
-
-    def __call__(self, value: Any, accumulator: Any) -> Any:
-        return self._add(value, self._create() if accumulator is None else accumulator)
-
-    def fold(self, accumulator: Any, values: list) -> Any:
-        add = self._add
-        acc = self._create() if accumulator is None else accumulator
-        for value in values:
-            acc = add(value, acc)
-        return acc
-
-
-class ReduceAdd(Incremental):
-    """A reduce function's step ``reduce(accumulator, value)``, a new window's first value its accumulator."""
-
-    def __init__(self, reduce: Callable[[Any, Any], Any]) -> None:
-        self._reduce = reduce
-
-    def __call__(self, value: Any, accumulator: Any) -> Any:
-        return value if accumulator is None else self._reduce(accumulator, value)
-
-    def fold(self, accumulator: Any, values: list) -> Any:
-        reduce = self._reduce
-        it = iter(values)
-        acc = next(it) if accumulator is None else accumulator
-        for value in it:
-            acc = reduce(acc, value)
-        return acc
+from ..columns import RecordValues, RowView
+from ..engines.session_rules import SessionRules
+from ..engines.window_engine import EngineSpec, WindowEngine
+from ..output import Output
+from .window_base import BaseWindowOperator
 
 
 class ColumnarWindowOperator(BaseWindowOperator):
@@ -69,18 +34,11 @@ class ColumnarWindowOperator(BaseWindowOperator):
     def open(self, backend: KeyedStateBackend, output: Output) -> None:
         """Bind to a backend (possibly restored) and an output, and make the engine over them."""
         super().open(backend, output)
-        engine, packed = self._spec.engine, self._packed()
+        engine, packed = self._spec.engine, self.fn.packed
         state = backend.get_state(self._versioned(ValueStateDescriptor(engine.STATE),
                                                   lambda migrate: engine.cell_migration(migrate, packed)))
         self._engine = engine(*self._spec.shape, self.allowed_lateness, backend, state, self._svc, self,
-                              *self._incremental(), self.metrics, self._clears_window_state, packed)
-
-    def _incremental(self) -> tuple[Incremental, Any]:
-        """The window function's ``add`` (``Incremental``) and ``merge(a, b)``."""
-        fn = self.function
-        if self.kind == AGGREGATE:
-            return AggregateAdd(fn.create_accumulator, fn.add), fn.merge
-        return ReduceAdd(fn), fn
+                              self.fn.incremental(), self.fn.merge, self.metrics, self._clears_window_state, packed)
 
     def close(self) -> None:
         self._engine.close()
@@ -96,12 +54,8 @@ class ColumnarWindowOperator(BaseWindowOperator):
         in columns), timestamps[i])``. An AggregateFunction that implements ``accumulate`` is applied to whole
         runs of rows at once. Keys and columns may be Arrow arrays: the engine then makes Python values only
         of what it hands to Python code."""
-        fn = self.function
         rows = RowView(columns)
-        fold = None if not isinstance(fn, ColumnarAggregate) else (lambda order, starts: fn.accumulate(rows.python(), order, starts))
-        packed = self._packed()
-        fold_packed = None if packed is None else (lambda order, starts: packed.accumulate_packed(columns, order, starts))
-        self._engine.process(keys, np.asarray(timestamps), rows, fold, fold_packed)
+        self._engine.process(keys, np.asarray(timestamps), rows, *self.fn.folds(rows, columns))
 
     def restore_sessions(self, keys: Sequence[Any], starts: Sequence[int], ends: Sequence[int],
                          accumulators: Sequence[Any]) -> int:

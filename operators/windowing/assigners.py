@@ -9,14 +9,14 @@ from typing import Any, Callable
 
 from statekit.durations import to_millis
 
-from .aligned_engine import AlignedEngine
+from ..engines.aligned_engine import AlignedEngine
+from ..engines.session_engine import SessionEngine
+from ..engines.session_table import SessionTable
+from ..engines.window_engine import EngineSpec
+from ..windows import GLOBAL_WINDOW, TimeWindow
 from .evictors import CountEvictor, Evictor
-from .session_engine import SessionEngine
-from .session_table import SessionTable
 from .triggers import (CountTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, PurgingTrigger,
                        Trigger)
-from .window_engine import EngineSpec
-from .windows import GLOBAL_WINDOW, TimeWindow
 
 Duration = int | timedelta | str
 

@@ -1,6 +1,6 @@
 """Event-time tumbling and sliding windows an epoch at a time: Flink's ``WindowOperator`` with the
 ``EventTimeTrigger`` and an incremental function (aggregate or reduce), computed in bulk on one cell
-per key (``operators.cell_engine``), whose window bounds are each window's start.
+per key (``operators.engines.cell_engine``), whose window bounds are each window's start.
 
 Aligned windows never merge, so a window's contents are its records in arrival order whatever their
 timestamps: an epoch's records are cut with numpy into runs of (key, window) (``operators.columns``),
@@ -20,11 +20,11 @@ import numpy as np
 
 from statekit import PackedAggregate
 
+from ..columns import aligned_runs, aligned_windows, present_codes
+from ..windows import TimeWindow
 from .cell_engine import CellEngine, PackedEntries
-from .window_engine import Fold, PackedFold, Values, window_start
-from .columns import aligned_runs, aligned_windows, present_codes
 from .packed_cells import WindowTable
-from .windows import TimeWindow
+from .window_engine import Fold, PackedFold, Values, window_start
 
 ALIGNED_STATE = "aligned-windows"
 

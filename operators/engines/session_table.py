@@ -1,5 +1,5 @@
 """Event-time sessions of all of an operator's keys as one columnar table (``state_layout="table"``): the
-session engine's rules (``operators.session_engine``) on numpy arrays instead of one stored cell and one
+session engine's rules (``operators.engines.session_engine``) on numpy arrays instead of one stored cell and one
 timer per key, for 10^6 keys and more.
 
 In memory: a slot per key (``KeySlots``: its serialized bytes and key group by slot; the key itself is
@@ -20,6 +20,7 @@ once per flush (before every snapshot); an engine opened on a backend reads ever
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -27,17 +28,25 @@ import numpy as np
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
                       SerializationError, StateError, ValueState, deserialized_keys, key_group_representatives)
 
-from .columns import ArrowValues, arrow_codes, by_code, present_codes, python_values, session_runs
+from ..columns import ArrowValues, arrow_codes, present_codes, session_runs
+from ..windows import TimeWindow
+from .epoch_start import KeyCodedEngine, KeyCodes
 from .key_slots import KeyBytes, KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
 from .session_pages import TABLE_STATE, decode_page, encode_page, page_sessions
 from .session_rules import SessionRules
-from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order, timestamps_of
-from .windows import TimeWindow
+from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order
 
 
-class SessionTable(SessionRules):
+@dataclass
+class SlottedKeys(KeyCodes):
+    """An epoch's keys coded, with each distinct key's slot in the table (-1: a refused key)."""
+
+    slots: np.ndarray
+
+
+class SessionTable(SessionRules, KeyCodedEngine):
     """Sessions with gap ``gap`` of every key, held as columns and stored as pages per key group."""
 
     STATE = TABLE_STATE
@@ -106,15 +115,9 @@ class SessionTable(SessionRules):
     # -- an epoch's records --------------------------------------------------------------------
     def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
                  fold_packed: PackedFold | None) -> None:
-        ts, good, problems = timestamps_of(timestamps)
-        if problems:
-            keys = python_values(keys)
-        codes, distinct, slots, refused = self._locate(keys, good, problems)
-        if problems or refused:
-            keys = python_values(keys)
-        self._refuse_rows(keys, timestamps, value_of, problems)
-        wm = self._timers.current_watermark()
-        rows = np.flatnonzero(good)
+        epoch = self._start_epoch(keys, timestamps, value_of, self._locate)
+        keys, ts, rows, wm, coded = epoch.keys, epoch.ts, epoch.rows, epoch.wm, epoch.coded
+        codes, distinct, slots, refused = coded.codes, coded.distinct, coded.slots, coded.refused
         c, t = codes[rows], ts[rows]
         slow = self._slow_keys(len(distinct), c, t, refused, wm)
         if self._overflow:
@@ -141,11 +144,11 @@ class SessionTable(SessionRules):
         left[list(self._overflow)] = True
         self._release(held[~left[held]])
 
-    def _locate(self, keys: Sequence[Any], good: np.ndarray, problems: dict) -> tuple[np.ndarray, Sequence[Any], np.ndarray, dict]:
-        """Each row's key code, the distinct keys, each one's slot (keys not held are added; -1: a refused
-        key) and the refused keys' errors by code. An Arrow column of plain keys is serialized, hashed and
-        looked up as columns, with no Python work per key (its distinct keys become Python values only
-        where the record path asks for them)."""
+    def _locate(self, keys: Sequence[Any], good: np.ndarray, problems: dict) -> SlottedKeys:
+        """Each row's key code, the distinct keys, the refused keys' errors by code and each distinct key's
+        slot (keys not held are added; -1: a refused key): a ``Locate``. An Arrow column of plain keys is
+        serialized, hashed and looked up as columns, with no Python work per key (its distinct keys become
+        Python values only where the record path asks for them)."""
         encoded = None if problems else arrow_codes(keys)
         resolved = None if encoded is None else self._backend.resolve_key_array(encoded[1])
         if encoded is not None:
@@ -165,7 +168,7 @@ class SessionTable(SessionRules):
         if len(new):
             at = known[new]
             slots[at] = self._slots.add(groups[at], kb.take(new))
-        return codes, distinct, slots, refused
+        return SlottedKeys(codes, distinct, refused, slots)
 
     def _parts(self, codes: np.ndarray, rows: np.ndarray, fast: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(keys, their records)`` of the keys ``fast`` (ascending codes) whose records are ``rows``, in
@@ -211,20 +214,14 @@ class SessionTable(SessionRules):
         slow_codes = np.flatnonzero(slow)
         if not len(slow_codes):
             return
-        slow_rows = rows[slow[codes[rows]]]
-        slow_of = codes[slow_rows]
-        by_key = slow_rows[by_code(slow_of)]
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(slow_of, minlength=len(distinct))))).tolist()
         mine = slow[old_codes]
         starts = np.searchsorted(old_codes[mine], slow_codes, "left").tolist()
         ends = np.searchsorted(old_codes[mine], slow_codes, "right").tolist()
+        spans = dict(zip(slow_codes.tolist(), zip(starts, ends)))  # each slow key's stored sessions: stored[a:b]
         stored = self._list_form(old[mine])
         back_slots, back = [], []
-        for i, a, b in zip(slow_codes.tolist(), starts, ends):
-            key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()
-            if i in refused:
-                self._refuse_key(keys, ts, value_of, key_rows, refused[i])
-                continue
+        for i, key_rows in self._slow_key_rows(keys, ts, value_of, codes, rows, slow, refused):
+            a, b = spans[i]
             slot = int(slots[i])
             sessions = self._overflow.pop(slot, None)
             if sessions is None:
@@ -237,11 +234,11 @@ class SessionTable(SessionRules):
         self._put_sessions(back_slots, back)
 
     def _restore(self, keys: list, windows_of: list[list]) -> None:
-        codes, distinct, slots, refused = self._locate(keys, np.ones(len(keys), bool), {})
-        if refused:
-            i, error = next(iter(refused.items()))
-            raise StateError(f"state '{self.STATE}': cannot restore the sessions of key {distinct[i]!r}: {error}")
-        slots = slots[codes]  # keys are distinct: one code each, in order
+        coded = self._locate(keys, np.ones(len(keys), bool), {})
+        if coded.refused:
+            i, error = next(iter(coded.refused.items()))
+            raise StateError(f"state '{self.STATE}': cannot restore the sessions of key {coded.distinct[i]!r}: {error}")
+        slots = coded.slots[coded.codes]  # keys are distinct: one code each, in order
         held = np.isin(slots, self._owner) | np.fromiter(map(self._overflow.__contains__, slots.tolist()), bool, len(slots))
         if held.any():
             raise StateError(f"state '{self.STATE}': key {keys[int(np.flatnonzero(held)[0])]!r} holds sessions "

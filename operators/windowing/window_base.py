@@ -1,9 +1,10 @@
-"""BaseWindowOperator: what the window operators share (``operators.record_window``, its evicting variant
-``operators.evicting_window`` and the engine-backed ``operators.columnar_window``): the configuration and
+"""BaseWindowOperator: what the window operators share (``operators.windowing.record_window``, its evicting variant
+``operators.windowing.evicting_window`` and the engine-backed ``operators.windowing.columnar_window``): the configuration and
 its description, how results, late and invalid records go out, and the user functions' lifecycle.
 
-Trigger state and timers go through the backend, so an operator is fully described by a backend
-snapshot plus ``snapshot_metadata()``.
+The user's functions are called through one ``InternalWindowFunction`` (``operators.windowing.internal_functions``),
+whatever their kind. Trigger state and timers go through the backend, so an operator is fully described by a
+backend snapshot plus ``snapshot_metadata()``.
 """
 
 from __future__ import annotations
@@ -14,39 +15,26 @@ from typing import Any, Callable
 
 import numpy as np
 
-from statekit import AggregateFunction, KeyedStateBackend, PackedAggregate, StateDescriptor
+from statekit import KeyedStateBackend, StateDescriptor
 from statekit.descriptors import Migration, qualified_name
 from statekit.durations import to_millis
 
+from ..engines.window_engine import WindowSink
+from ..functions import ProcessWindowFunction
+from ..invalid import InvalidRecord, error
+from ..operator import KeyedOperator
+from ..output import Output
+from ..windows import TimeWindow
 from .assigners import MergingWindowAssigner, WindowAssigner
 from .context import KeyedStateStore, WindowProcessContext
 from .evictors import Evictor
-from .functions import ProcessWindowFunction, WindowColumnsFunction, WindowRowsFunction, window_columns, window_rows
-from .invalid import InvalidRecord, error
-from .operator import KeyedOperator
-from .output import Output
+from .internal_functions import Firing, InternalWindowFunction, internal_function
 from .triggers import Trigger
-from .window_engine import WindowSink
-from .windows import TimeWindow
 
 TIMER_SERVICE = "window-timers"
-PROCESS, AGGREGATE, REDUCE = "process", "aggregate", "reduce"
-"""The kinds of window function: a ProcessWindowFunction, an AggregateFunction, a reduce callable."""
 
 
-def function_kind(function: Any) -> str:
-    """The kind of a window function; anything else is a TypeError naming the three accepted."""
-    if isinstance(function, ProcessWindowFunction):
-        return PROCESS
-    if all(callable(getattr(function, m, None)) for m in ("create_accumulator", "add", "merge", "get_result")):
-        return AGGREGATE
-    if callable(function):
-        return REDUCE
-    raise TypeError(f"window function must be an AggregateFunction, a reduce callable (a, b) -> c or a "
-                    f"ProcessWindowFunction, got {type(function).__name__}")
-
-
-class BaseWindowOperator(KeyedOperator, WindowSink):
+class BaseWindowOperator(KeyedOperator, WindowSink, Firing):
     """Windows a keyed stream: assigner + trigger (+ evictor) + function, with allowed lateness and a
     side output for late elements (``late_output_tag=None`` drops and counts them instead).
 
@@ -59,11 +47,7 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
                  trigger: Trigger, evictor: Evictor | None, allowed_lateness: int | timedelta | str,
                  late_output_tag: str | None, invalid_output_tag: str | None) -> None:
         self.assigner = assigner
-        self.function = function
-        self.kind = function_kind(function)
-        if window_function is not None and (self.kind == PROCESS or not isinstance(window_function, ProcessWindowFunction)):
-            raise TypeError("window_function must be a ProcessWindowFunction applied to an AggregateFunction's "
-                            "or reduce function's result")
+        self.fn: InternalWindowFunction = internal_function(function, window_function)
         self.window_function = window_function
         self.trigger = trigger
         self.evictor = evictor
@@ -80,13 +64,21 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
                                         "invalid": 0, "state_migrated": 0}
         self._backend: KeyedStateBackend | None = None
 
+    @property
+    def function(self) -> Any:
+        """The user's window function (an AggregateFunction, a reduce callable or a ProcessWindowFunction);
+        setting another wraps it anew (``internal_function``), with the same window function."""
+        return self.fn.function
+
+    @function.setter
+    def function(self, function: Any) -> None:
+        self.fn = internal_function(function, self.window_function)
+
     def describe(self) -> dict[str, Any]:
-        fn = self.function
-        layout = fn.state_layout() if isinstance(fn, AggregateFunction) else qualified_name(fn)
-        acc = self._accumulating()
+        acc = self.fn.accumulating
         version = acc.accumulator_version() if acc is not None else 1
         return {"state": {"operator": "WindowOperator", "assigner": type(self.assigner).__name__,
-                          "function": layout, "kind": self.kind,
+                          "function": self.fn.layout(), "kind": self.fn.kind,
                           **({"version": version} if version > 1 else {}),  # as recorded before versions existed
                           "window_function": None if self.window_function is None else qualified_name(self.window_function),
                           "trigger": type(self.trigger).__name__,
@@ -105,17 +97,12 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
         """Bind to a backend (possibly restored) and an output: the timer service and the user functions."""
         self._backend = backend
         self._output = output
-        self._collect = output.collect
         self._svc = backend.timer_service(TIMER_SERVICE, self)
         self._key: Any = None
         self._state_taken = False
         self._pctx = WindowProcessContext(backend, self._svc, self.merging, self._took_state)
-        self._process_fn = self.function if self.kind == PROCESS else self.window_function
-        fn_type = type(self._process_fn)
-        self._clears_window_state = self._process_fn is not None and fn_type.clear is not ProcessWindowFunction.clear
-        for fn in (self.function, self.window_function):
-            if isinstance(fn, ProcessWindowFunction):
-                fn.open(KeyedStateStore(backend, taken=self._took_state))
+        self._clears_window_state = self.fn.clears_window_state
+        self.fn.open(KeyedStateStore(backend, taken=self._took_state), self, output)
 
     def _took_state(self) -> None:
         """The user's window function takes keyed state: the key of the window it evaluates is made current
@@ -127,26 +114,14 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
                 self._backend.set_current_key(self._key)
 
     def close(self) -> None:
-        for fn in (self.function, self.window_function):
-            if isinstance(fn, ProcessWindowFunction):
-                fn.close()
+        self.fn.close()
 
     # -- the function --------------------------------------------------------------------------
-    def _accumulating(self) -> AggregateFunction | None:
-        """The AggregateFunction whose accumulators this operator stores (and versions), if any."""
-        fn = self.function
-        return fn if self.kind == AGGREGATE and isinstance(fn, AggregateFunction) else None
-
-    def _packed(self) -> PackedAggregate | None:
-        """The function when its accumulators pack (the session engine then stores packed cells)."""
-        fn = self._accumulating()
-        return fn if isinstance(fn, PackedAggregate) else None
-
     def _versioned(self, descriptor: StateDescriptor, lift: Callable[[Migration], Migration]) -> StateDescriptor:
         """``descriptor`` of a state holding the function's accumulators, at their version, with their
         migration (``lift`` applies an accumulator migration to the state's values); each migrated
         accumulator (a window's) counts in ``metrics["state_migrated"]``."""
-        fn = self._accumulating()
+        fn = self.fn.accumulating
         if fn is None:
             return descriptor
         migrate = fn.accumulator_migration()
@@ -158,41 +133,26 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
             return migrate(version, accumulator)
         return descriptor.with_version(fn.accumulator_version(), lift(counted))
 
-    def _result(self, accumulator: Any) -> Any:
-        """A window's result from its accumulator (an AggregateFunction's) or reduced value."""
-        return self.function.get_result(accumulator) if self.kind == AGGREGATE else accumulator
-
-    # -- results (WindowSink) ------------------------------------------------------------------
+    # -- results (WindowSink, Firing) ----------------------------------------------------------
     def fire_window(self, key: Any, window: TimeWindow, accumulator: Any) -> None:
         self.fire_windows([key], [window.start], [window.end], [accumulator])
 
     def fire_windows(self, keys: list, starts: list, ends: list, accumulators: list) -> None:
-        wf = self.window_function
         self.metrics["windows_fired"] += len(keys)
-        data = list(map(self.function.get_result, accumulators)) if self.kind == AGGREGATE else accumulators
-        if wf is not None and not isinstance(wf, WindowRowsFunction):  # a process call per window
-            pctx, process, collect_all, set_key = self._pctx, wf.process, self._output.collect_all, self._backend.set_current_key
-            for key, start, end, result in zip(keys, starts, ends, data):
-                self._key = key
-                if self._state_taken:
-                    set_key(key)
-                pctx.set_window(TimeWindow(start, end))
-                collect_all(process(key, pctx, [result]), end - 1)  # stamped with the window's max_timestamp()
-            return
-        values = data if wf is None else window_rows(wf, keys, starts, ends, data)
-        self._output.collect_many(values, [end - 1 for end in ends])  # each window's max_timestamp()
+        self.fn.fire(keys, starts, ends, accumulators)
 
     def fire_windows_packed(self, keys: list, starts: np.ndarray, ends: np.ndarray, words: np.ndarray) -> None:
-        """Results as columns straight from the packed words when the function computes them so and the
-        window function (if any) makes columns; else ``fire_windows`` of the unpacked accumulators."""
-        fn, wf = self._packed(), self.window_function
-        fields = fn.result_columns_packed(words) if wf is None or isinstance(wf, WindowColumnsFunction) else None
-        if not fields:
-            self.fire_windows(keys, starts.tolist(), ends.tolist(), fn.unpack(words))
-            return
         self.metrics["windows_fired"] += len(keys)
-        columns = fields if wf is None else window_columns(wf, keys, starts, ends, fields)
-        self._output.collect_columns(columns, ends - 1)  # each window's max_timestamp()
+        self.fn.fire_packed(keys, starts, ends, words)
+
+    def enter_key(self, key: Any) -> None:
+        self._key = key
+        if self._state_taken:
+            self._backend.set_current_key(key)
+
+    def process_window(self, fn: ProcessWindowFunction, window: Any, elements: list, timestamp: int) -> None:
+        self._pctx.set_window(window)
+        self._output.collect_all(fn.process(self._key, self._pctx, elements), timestamp)
 
     def end_step(self) -> None:
         self._output.end_step()
@@ -200,17 +160,13 @@ class BaseWindowOperator(KeyedOperator, WindowSink):
     def clear_window(self, key: Any, window: TimeWindow) -> None:
         self._backend.set_current_key(key)
         self._pctx.set_window(window)
-        self._process_fn.clear(self._pctx)
+        self.fn.clear(self._pctx)
 
     def late_record(self, value: Any, timestamp: int) -> None:
         self._late(value, timestamp, self._svc.current_watermark())
 
     def invalid_record(self, record: tuple, field: str, reason: str) -> None:
         self._invalid(record, field, reason)
-
-    def _process(self, fn: ProcessWindowFunction, window: Any, elements: list, ts: int) -> None:
-        self._pctx.set_window(window)
-        self._output.collect_all(fn.process(self._key, self._pctx, elements), ts)
 
     def _invalid(self, record: tuple, field: str, reason: str) -> None:
         """A record that cannot be processed: raise, or side-output and count it."""

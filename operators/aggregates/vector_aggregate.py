@@ -18,7 +18,7 @@ import pyarrow as pa
 from statekit import PackedAggregate
 from statekit.descriptors import qualified_name
 
-from .columns import arrow_array
+from ..columns import arrow_array
 
 FIELD_TYPES = {"int64": np.dtype(np.int64), "float64": np.dtype(np.float64), "bool": np.dtype(bool)}
 """The types of accumulator fields, each stored as one int64 word (float64 by its bits, bool as 0/1)."""

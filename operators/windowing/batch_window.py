@@ -11,9 +11,9 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .aggregates import RowAggregate
-from .functions import WindowColumnsFunction
-from .vector_aggregate import VectorAggregate
+from ..aggregates.row_aggregate import RowAggregate
+from ..aggregates.vector_aggregate import VectorAggregate
+from ..functions import WindowColumnsFunction
 
 WINDOW_COLUMNS = ("key", "start", "end")
 """The batch's first columns: each window's key and bounds ``[start, end)``."""

@@ -1,7 +1,7 @@
 """WindowOperator(...): Flink's window operator on the statekit state layer, made as the one of its three
-shapes that fits what it is given: columnar (``operators.columnar_window``: the assigner's engine, for the
-default event-time trigger, no evictor and an incremental function), evicting (``operators.evicting_window``)
-or record by record (``operators.record_window``). All three describe themselves alike, so a checkpoint
+shapes that fits what it is given: columnar (``operators.windowing.columnar_window``: the assigner's engine, for the
+default event-time trigger, no evictor and an incremental function), evicting (``operators.windowing.evicting_window``)
+or record by record (``operators.windowing.record_window``). All three describe themselves alike, so a checkpoint
 restores into whichever ``WindowOperator(...)`` makes from the same arguments.
 """
 
@@ -12,18 +12,19 @@ from typing import Any
 
 from statekit import AggregateFunction, PackedAggregate
 
+from ..aggregates.packed_records import PackedRecords
+from ..engines.session_table import SessionTable
+from ..engines.window_engine import STATE_LAYOUTS
+from ..functions import ProcessWindowFunction
 from .assigners import WindowAssigner
 from .batch_window import WindowBatchFunction, result_names_of
 from .columnar_window import ColumnarWindowOperator
 from .evicting_window import EvictingWindowOperator
 from .evictors import Evictor
-from .functions import ProcessWindowFunction
-from .packed_records import PackedRecords
+from .internal_functions import internal_function
 from .record_window import RecordWindowOperator
-from .session_table import SessionTable
 from .triggers import EventTimeTrigger, Trigger
-from .window_base import PROCESS, BaseWindowOperator, function_kind
-from .window_engine import STATE_LAYOUTS
+from .window_base import BaseWindowOperator
 
 
 def WindowOperator(assigner: WindowAssigner, function: Any, window_function: ProcessWindowFunction | None = None,  # noqa: N802 (the operator's public name)
@@ -50,7 +51,7 @@ def WindowOperator(assigner: WindowAssigner, function: Any, window_function: Pro
     evictor = evictor if evictor is not None else assigner.get_default_evictor()
     args = (assigner, function, window_function, trigger, evictor, allowed_lateness, late_output_tag, invalid_output_tag)
     spec = (assigner.columnar_engine(state_layout) if columnar and type(trigger) is EventTimeTrigger and evictor is None
-            and function_kind(function) != PROCESS else None)
+            and not internal_function(function, window_function).keeps_elements else None)
     if spec is not None:
         operator: BaseWindowOperator = ColumnarWindowOperator(spec, *args)
     else:

@@ -1,5 +1,5 @@
 """Packed sessions merged in bulk: an epoch's runs of records joined to a key's stored sessions (packed
-cells, ``operators.packed_cells``, whose bounds are start and end) with numpy, as one-by-one
+cells, ``operators.engines.packed_cells``, whose bounds are start and end) with numpy, as one-by-one
 processing merges them.
 """
 
@@ -9,7 +9,7 @@ import numpy as np
 
 from statekit import PackedAggregate
 
-from .columns import first_at_or_after
+from ..columns import first_at_or_after
 from .packed_cells import WindowTable
 
 

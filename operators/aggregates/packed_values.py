@@ -1,5 +1,5 @@
 """Packed aggregate values and numeric column reads shared by the built-in aggregates
-(``operators.builtin_aggregates``): a packed value is ``[tag, bits]`` where the tag says whether it is
+(``operators.aggregates.builtin_aggregates``): a packed value is ``[tag, bits]`` where the tag says whether it is
 null, an int, a float (its IEEE bits) or a bool; columns are read as int64 or float64 numpy arrays
 only where numpy's reductions give what adding one by one gives."""
 
@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .columns import arrow_array
+from ..columns import arrow_array
 
 NONE, INT, FLOAT, BOOL = 0, 1, 2, 3
 """Packed value tags."""

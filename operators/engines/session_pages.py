@@ -1,4 +1,4 @@
-"""The pages a session table (``operators.session_table``) stores, one per key group: their bytes, written and read."""
+"""The pages a session table (``operators.engines.session_table``) stores, one per key group: their bytes, written and read."""
 
 from __future__ import annotations
 

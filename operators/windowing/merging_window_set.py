@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from statekit import ValueState
 
-from .windows import TimeWindow
+from ..windows import TimeWindow
 
 MergeFunction = Callable[[Any, list, Any, list], None]
 """``merge(merge_result, merged_windows, state_window_result, merged_state_windows)``."""

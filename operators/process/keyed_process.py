@@ -7,10 +7,10 @@ from typing import Any, Iterable
 from statekit import VOID_NAMESPACE, KeyedStateBackend, State, StateDescriptor, Timer
 from statekit.descriptors import qualified_name
 
-from .batching import group_by_key
-from .functions import KeyedProcessFunction
-from .operator import KeyedOperator
-from .output import Output
+from ..batching import group_by_key
+from ..functions import KeyedProcessFunction
+from ..operator import KeyedOperator
+from ..output import Output
 
 TIMER_SERVICE = "user-timers"
 EVENT_TIME = "event_time"

@@ -14,7 +14,7 @@ import pyarrow as pa
 from statekit import AggregateFunction, PackedAggregate, StateError
 from statekit.descriptors import Migration, qualified_name
 
-from .columns import arrow_array
+from ..columns import arrow_array
 
 FIELD_KINDS = {int: "int64", float: "float64", bool: "bool"}
 """The Python type of an accumulator element -> the field it packs into (float64 by its bits, bool 0/1)."""

@@ -5,7 +5,7 @@ incremental function, computed in bulk).
 A key's value, in the void namespace, is a cell ``[timer, *bounds0, acc0, *bounds1, acc1, ...]``: its
 open windows in time order, each window's bounds next to its accumulator, and the one event-time timer
 the key holds (the earliest fire or cleanup among its windows, or None); or the same packed into bytes
-(``operators.packed_cells``) when the function is a ``PackedAggregate`` and its accumulators pack. So a
+(``operators.engines.packed_cells``) when the function is a ``PackedAggregate`` and its accumulators pack. So a
 key costs one read and one write per epoch and one timer: an epoch reads every touched key in one
 batched call, takes keys that may emit at once (late records, late-but-allowed fires) one record at a
 time in arrival order and the others in bulk (``_runs``, the engine's own), writes every key back in
@@ -25,16 +25,17 @@ import pyarrow as pa
 
 from statekit import MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, StateError, ValueState
 
-from .columns import by_code, python_values
+from ..columns import python_values
+from ..windows import TimeWindow
+from .epoch_start import KeyCodedEngine, coded_keys
 from .packed_cells import NO_TIMER, PackedCells, WindowTable
-from .window_engine import Fold, PackedFold, WindowEngine, WindowSink, key_codes, timer_order, timestamps_of
-from .windows import TimeWindow
+from .window_engine import Fold, PackedFold, WindowSink, timer_order
 
 PackedEntries = tuple[list, list, np.ndarray, np.ndarray]
 """Keys an epoch encoded in bulk: (key codes, cells, new timers, old timers), NO_TIMER for none."""
 
 
-class CellEngine(WindowEngine):
+class CellEngine(KeyCodedEngine):
     """The windows of one operator, a cell per key in ``state``, timed by ``timers``."""
 
     BOUNDS: ClassVar[int]
@@ -122,15 +123,9 @@ class CellEngine(WindowEngine):
 
     def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
                  fold_packed: PackedFold | None) -> None:
-        ts, good, problems = timestamps_of(timestamps)
-        if problems:  # coded row by row and named in side outputs: the keys as Python values, once
-            keys = python_values(keys)
-        codes, distinct = key_codes(keys, good, problems)
-        if problems:  # unhashable keys found by key_codes: named in side outputs (a no-op once converted)
-            keys = python_values(keys)
-        self._refuse_rows(keys, timestamps, value_of, problems)
-        wm = self._timers.current_watermark()
-        rows = np.flatnonzero(good)
+        epoch = self._start_epoch(keys, timestamps, value_of, coded_keys)
+        keys, ts, rows, wm = epoch.keys, epoch.ts, epoch.rows, epoch.wm
+        codes, distinct = epoch.coded.codes, epoch.coded.distinct
         n, step = len(distinct), self.KEYS_AT_ONCE
         if n <= step:
             self._process_keys(keys, ts, value_of, fold, fold_packed, codes, distinct, rows, wm)
@@ -157,23 +152,12 @@ class CellEngine(WindowEngine):
         cells = dict(zip(touched, self._state.get_internal_many([resolved[i] for i in touched])))
         old_timers: dict[int, int | None] = {}
         new_cells: dict[int, list] = {}
-        slow_codes = np.flatnonzero(slow)
-        if len(slow_codes):
-            slow_rows = rows[slow[c]]
-            slow_of = codes[slow_rows]
-            by_key = slow_rows[by_code(slow_of)]  # each slow key's rows together, in arrival order
-            bounds = np.concatenate(([0], np.cumsum(np.bincount(slow_of, minlength=len(distinct))))).tolist()
-            # keys that may emit: in order of first appearance, each in arrival order
-            for i in slow_codes.tolist():
-                key_rows = by_key[bounds[i]:bounds[i + 1]].tolist()
-                if i in refused:
-                    self._refuse_key(keys, ts, value_of, key_rows, refused[i])
-                    continue
-                old_timers[i], windows = self._decode(cells[i])
-                key = distinct[i]
-                for r in key_rows:
-                    self._record(key, windows, int(ts[r]), value_of(r), wm)
-                new_cells[i] = windows
+        for i, key_rows in self._slow_key_rows(keys, ts, value_of, codes, rows, slow, refused):  # keys that may emit
+            old_timers[i], windows = self._decode(cells[i])
+            key = distinct[i]
+            for r in key_rows:
+                self._record(key, windows, int(ts[r]), value_of(r), wm)
+            new_cells[i] = windows
         fast_rows = rows[~slow[c]]
         packed = None
         if len(fast_rows):

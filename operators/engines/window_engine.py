@@ -1,7 +1,7 @@
 """WindowEngine: what every columnar window engine shares (Flink's ``WindowOperator`` with the
 ``EventTimeTrigger`` and an incremental function, an epoch at a time): its operator's sink, the cleanup
 rule, the epoch and watermark entry points, and the timer queue's order, whichever way an engine stores
-its windows (a cell per key, ``operators.cell_engine``; one table of all keys, ``operators.session_table``).
+its windows (a cell per key, ``operators.engines.cell_engine``; one table of all keys, ``operators.engines.session_table``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pyarrow.compute as pc
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate, ValueState,
                       key_identity, unhashable_reason)
 
-from .columns import factorize, python_values
-from .gc_pause import gc_paused
-from .invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
-from .windows import TimeWindow
+from ..columns import factorize, python_values
+from ..gc_pause import gc_paused
+from ..invalid import MAX_EVENT_TIMESTAMP, MIN_EVENT_TIMESTAMP, timestamp_problem
+from ..windows import TimeWindow
 
 Fold = Callable[[np.ndarray, np.ndarray], list]
 """``fold(order, starts)``: one new accumulator per run j, folding ``add`` over rows ``order[starts[j]:starts[j+1]]``."""

@@ -1,10 +1,10 @@
 """Event-time session windows an epoch at a time: Flink's ``WindowOperator`` with the
 ``EventTimeTrigger`` and an incremental function (aggregate or reduce), computed in bulk on one
-cell per key (``operators.cell_engine``), whose window bounds are each session's start and end.
+cell per key (``operators.engines.cell_engine``), whose window bounds are each session's start and end.
 
 Records are cut with numpy into runs (``operators.columns``) whose contents are aggregated in one
 vectorized pass when the function has ``accumulate``, else folded by its ``add`` in one loop per run. When it is a ``PackedAggregate`` the cells are
-packed (``operators.packed_cells``), and an epoch's keys are decoded, merged (``operators.packed_sessions``),
+packed (``operators.engines.packed_cells``), and an epoch's keys are decoded, merged (``operators.engines.packed_sessions``),
 timed, fired and encoded together with numpy; a key whose accumulators do not pack keeps the list form.
 Keys with records out of time order, or with a record whose own window is not after the watermark
 (late, or firing at once), take one-record runs in arrival order instead. Either way the merges,
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..columns import present_codes, session_runs
 from .cell_engine import CellEngine, PackedEntries
-from .window_engine import Fold, PackedFold, Values, window_start
-from .columns import present_codes, session_runs
 from .packed_sessions import merged
 from .session_rules import SessionRules
+from .window_engine import Fold, PackedFold, Values, window_start
 
 SESSIONS_STATE = "sessions"
 

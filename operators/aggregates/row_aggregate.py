@@ -1,4 +1,4 @@
-"""RowAggregate: SQL-style built-in aggregates (``operators.builtin_aggregates``: ``sum``, ``count``, ``min``,
+"""RowAggregate: SQL-style built-in aggregates (``operators.aggregates.builtin_aggregates``: ``sum``, ``count``, ``min``,
 ``max``, ``avg``, ``first``, ``last``) over row tuples, composed into one accumulator: as an AggregateFunction,
 over columns (``ColumnarAggregate``) and packed into int64 words (``PackedAggregate``), so the session
 engine keeps them as packed cells."""

@@ -2,7 +2,7 @@
 
 Window contents live in one state in the window's namespace: the accumulator (or reduced value) of an
 ``AggregateFunction`` / reduce callable as a value, or the list of elements for a ``ProcessWindowFunction``
-(``operators.evicting_window`` keeps elements with their timestamps). Accumulators of the current key are
+(``operators.windowing.evicting_window`` keeps elements with their timestamps). Accumulators of the current key are
 cached while its records (or one timer) are processed and written once at the end, so an epoch costs one
 read and one write per touched window and key. Merging assigners keep a ``MergingWindowSet`` per key in the
 void namespace.
@@ -14,17 +14,16 @@ from typing import Any, Iterable
 
 from statekit import MAX_TIMESTAMP, InvalidKeyError, KeyedStateBackend, ListStateDescriptor, Timer, ValueStateDescriptor
 
-from .batching import group_by_key
+from ..batching import group_by_key
+from ..output import Output
 from .context import TimerBuffer, WindowTriggerContext
+from .internal_functions import ABSENT
 from .merging_window_set import MergingWindowSet
-from .output import Output
 from .triggers import CONTINUE, FIRE, FIRE_AND_PURGE, PURGE
-from .window_base import AGGREGATE, PROCESS, BaseWindowOperator
+from .window_base import BaseWindowOperator
 
 CONTENTS_STATE = "window-contents"
 MERGING_SET_STATE = "merging-window-set"
-
-_ABSENT = object()
 
 
 class RecordWindowOperator(BaseWindowOperator):
@@ -33,7 +32,7 @@ class RecordWindowOperator(BaseWindowOperator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._lists = self.kind == PROCESS
+        self._lists = self.fn.keeps_elements
         """Whether a window's contents are its elements (a list state) rather than an accumulator."""
 
     def window_layout(self) -> str:
@@ -169,13 +168,7 @@ class RecordWindowOperator(BaseWindowOperator):
             self._scope(state_window)
             self._contents.add(self._element(value, ts))
             return
-        acc = self._accumulator(state_window)
-        if self.kind == AGGREGATE:
-            agg = self.function
-            acc = agg.add(value, agg.create_accumulator() if acc is _ABSENT else acc)
-        else:
-            acc = value if acc is _ABSENT else self.function(acc, value)
-        self._accs[state_window] = acc
+        self._accs[state_window] = self.fn.add(value, self._accumulator(state_window))
         self._dirty.add(state_window)
 
     def _scope(self, state_window: Any) -> None:
@@ -187,11 +180,11 @@ class RecordWindowOperator(BaseWindowOperator):
 
     def _accumulator(self, state_window: Any) -> Any:
         """The cached accumulator of ``state_window`` under the current key (read on first use)."""
-        acc = self._accs.get(state_window, _ABSENT)
-        if acc is _ABSENT and state_window not in self._accs:
+        acc = self._accs.get(state_window, ABSENT)
+        if acc is ABSENT and state_window not in self._accs:
             self._scope(state_window)
             stored = self._contents.get_internal()
-            acc = _ABSENT if stored is None else stored
+            acc = ABSENT if stored is None else stored
             self._accs[state_window] = acc
         return acc
 
@@ -200,20 +193,20 @@ class RecordWindowOperator(BaseWindowOperator):
         if self._lists:
             self._contents.merge_namespaces(target, sources)
             return
-        merge = self.function.merge if self.kind == AGGREGATE else self.function
-        merged = _ABSENT
+        merge = self.fn.merge
+        merged = ABSENT
         for src in sources:
             if src == target:
                 continue
             acc = self._accumulator(src)
-            if acc is _ABSENT:
+            if acc is ABSENT:
                 continue
-            merged = acc if merged is _ABSENT else merge(merged, acc)
-            self._accs[src] = _ABSENT
+            merged = acc if merged is ABSENT else merge(merged, acc)
+            self._accs[src] = ABSENT
             self._dirty.add(src)
-        if merged is not _ABSENT:
+        if merged is not ABSENT:
             acc = self._accumulator(target)
-            self._accs[target] = merged if acc is _ABSENT else merge(acc, merged)
+            self._accs[target] = merged if acc is ABSENT else merge(acc, merged)
             self._dirty.add(target)
 
     def _flush_accumulators(self) -> None:
@@ -222,7 +215,7 @@ class RecordWindowOperator(BaseWindowOperator):
         for sw in self._dirty:
             self._scope(sw)
             acc = accs[sw]
-            if acc is _ABSENT:
+            if acc is ABSENT:
                 contents.clear()
             else:
                 contents.update_internal(acc)
@@ -272,32 +265,27 @@ class RecordWindowOperator(BaseWindowOperator):
             self._scope(state_window)
             self._contents.clear()
         else:
-            self._accs[state_window] = _ABSENT
+            self._accs[state_window] = ABSENT
             self._dirty.add(state_window)
 
     def _fire(self, window: Any, state_window: Any) -> bool:
         """Emit the window's result stamped ``window.max_timestamp()``; False when it has no contents."""
         if self._lists:
             self._scope(state_window)
-            data = self._contents.get()
-            if not data:
+            contents = self._contents.get()
+            if not contents:
                 return False
         else:
-            acc = self._accumulator(state_window)
-            if acc is _ABSENT:
+            contents = self._accumulator(state_window)
+            if contents is ABSENT:
                 return False
-            data = self._result(acc)
         self.metrics["windows_fired"] += 1
-        self._emit(window, data, window.max_timestamp())
+        self._emit(window, contents, window.max_timestamp())
         return True
 
-    def _emit(self, window: Any, data: Any, ts: int) -> None:
-        """A firing window's result (or, for a ProcessWindowFunction, its elements) out, stamped ``ts``."""
-        fn = self._process_fn
-        if fn is None:
-            self._collect(data, ts)
-        else:
-            self._process(fn, window, data if self.kind == PROCESS else [data], ts)
+    def _emit(self, window: Any, contents: Any, ts: int) -> None:
+        """A firing window's results out, stamped ``ts``: ``contents`` is its accumulator or its elements."""
+        self.fn.emit(window, contents, ts)
 
     def _cleanup_time(self, window: Any) -> int:
         """When a window's state is dropped: end of the window plus allowed lateness in event time."""
@@ -330,6 +318,6 @@ class RecordWindowOperator(BaseWindowOperator):
         self.trigger.clear(window, self._ctx)
         if self._clears_window_state:
             self._pctx.set_window(window)
-            self._process_fn.clear(self._pctx)
+            self.fn.clear(self._pctx)
         if mws is not None:
             mws.retire_window(window)

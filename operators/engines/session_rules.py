@@ -1,6 +1,6 @@
 """SessionRules: how event-time sessions with a gap take records one at a time (Flink's
 ``EventTimeSessionWindows`` through its ``MergingWindowSet``), shared by the engines that store sessions
-a cell per key (``operators.session_engine``) and as one table (``operators.session_table``).
+a cell per key (``operators.engines.session_engine``) and as one table (``operators.engines.session_table``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 
 from statekit import key_identity
 
-from .columns import out_of_order_keys
-from .gc_pause import gc_paused
+from ..columns import out_of_order_keys
+from ..gc_pause import gc_paused
+from ..windows import TimeWindow, touch
 from .window_engine import WindowEngine, window_start
-from .windows import TimeWindow, touch
 
 
 class SessionRules(WindowEngine):

@@ -10,7 +10,6 @@ from typing import Any
 
 from .evictors import TimestampedValue
 from .record_window import RecordWindowOperator
-from .window_base import AGGREGATE, PROCESS
 
 
 class EvictingWindowOperator(RecordWindowOperator):
@@ -30,23 +29,6 @@ class EvictingWindowOperator(RecordWindowOperator):
         ctx, evictor = self._ctx, self.evictor
         ctx.window = window
         evictor.evict_before(elements, len(elements), window, ctx)
-        values = [e.value for e in elements]
-        if self.kind == PROCESS:
-            self._process(self.function, window, values, ts)
-        else:
-            if self.kind == AGGREGATE:
-                agg = self.function
-                acc = agg.create_accumulator()
-                for v in values:
-                    acc = agg.add(v, acc)
-                result = agg.get_result(acc)
-            else:
-                result = None
-                for v in values:
-                    result = v if result is None else self.function(result, v)
-            if self.window_function is None:
-                self._collect(result, ts)
-            else:
-                self._process(self.window_function, window, [result], ts)
+        self.fn.emit_elements(window, [e.value for e in elements], ts)
         evictor.evict_after(elements, len(elements), window, ctx)
         self._contents.update([(e.value, e.timestamp) for e in elements])

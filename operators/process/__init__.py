@@ -1,0 +1,1 @@
+"""The keyed process operator: ``KeyedProcessFunction`` with keyed state and timers."""
