@@ -6,6 +6,8 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, settings
+
 from statekit import AggregateFunction, StateConfig, ValueStateDescriptor
 from statekit.operators import KeyedProcessFunction, ProcessWindowFunction
 from statekit.operators.testing import OperatorHarness
@@ -134,3 +136,10 @@ class CountWithTimer(KeyedProcessFunction):
     def on_timer(self, timestamp, ctx):
         yield (ctx.get_current_key(), "timer", self.state.value())
         self.state.clear()
+
+
+def differential(backend_name: str, heap: int, rocksdb: int) -> settings:
+    """Hypothesis settings of a differential test: ``heap`` examples on the heap backend, ``rocksdb`` on RocksDB
+    (each example costs more there), no deadline, slow data generation allowed."""
+    return settings(max_examples=heap if backend_name == "heap" else rocksdb, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])

@@ -15,7 +15,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import example, given, strategies as st
 
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import (ProcessWindowFunction, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
@@ -25,7 +25,7 @@ from statekit.operators.engines.aligned_engine import AlignedEngine
 from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
 from statekit.operators.windowing.record_window import RecordWindowOperator
 from tests.operators.test_session_engine import HALVES, KEYS, PACKED, WIDE, columns_of, concat, harness, run_epochs
-from tests.operators_support import Concat, KeyedWindowResult
+from tests.operators_support import Concat, KeyedWindowResult, differential
 
 ASSIGNERS = {
     "tumbling": lambda: TumblingEventTimeWindows(10, offset=3),
@@ -90,8 +90,7 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
     packed_cells = 0
     examples = itertools.count()
 
-    @settings(max_examples=25 if backend_name == "heap" else 10, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 25, 10)
     @given(epochs=EPOCHS)
     @example(epochs=REFIRING)
     def check(epochs):

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import example, given, strategies as st
 
 from statekit import AggregateFunction
 from statekit.operators import ProcessWindowFunction, SlidingEventTimeWindows, TumblingEventTimeWindows, WindowOperator
@@ -24,7 +24,7 @@ from statekit.operators.windowing.internal_functions import AggregateAdd
 from statekit.operators.windowing.record_window import RecordWindowOperator
 from tests.operators.test_session_table import harness
 from tests.operators.windows_differential import EPOCHS, KEY_FORMS, REFIRE, drive, feed
-from tests.operators_support import fresh_stretch
+from tests.operators_support import differential, fresh_stretch
 
 ROOT = Path(__file__).resolve().parents[2]
 LATENESS = 6
@@ -97,8 +97,7 @@ def test_plain_aggregate_on_aligned_windows_equals_record_path(backend_name, tmp
     seen = {"restored": 0, "late": 0, "fired": 0, "refired": 0}
     carried = dict.fromkeys(fast.metrics, 0)  # metrics of the operators restored from
 
-    @settings(max_examples=25 if backend_name == "heap" else 10, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 25, 10)
     @given(epochs=EPOCHS, key_form=st.sampled_from(list(KEY_FORMS)))
     @example(epochs=STORED, key_form="int")
     @example(epochs=REFIRE, key_form="str")

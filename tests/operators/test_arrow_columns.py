@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from statekit.operators import (EventTimeSessionWindows, RowAggregate, SlidingEventTimeWindows, TumblingEventTimeWindows,
                                 WindowOperator)
@@ -25,7 +25,7 @@ from statekit.operators import columns
 from statekit.operators.engines import cell_engine
 from statekit.operators.columns import factorize
 from tests.operators.test_session_engine import WIDE, harness, stored_cells
-from tests.operators_support import Concat, fresh_stretch
+from tests.operators_support import Concat, differential, fresh_stretch
 
 ASSIGNERS = {
     "session": lambda: EventTimeSessionWindows.with_gap(10),
@@ -68,7 +68,7 @@ def test_arrow_columns_equal_python_columns_and_the_record_path(backend_name, tm
     hs = (arrow, lists, reference)
     examples = itertools.count()
 
-    @settings(max_examples=30 if backend_name == "heap" else 15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 30, 15)
     @given(epochs=EPOCHS)
     def check(epochs):
         n = next(examples)

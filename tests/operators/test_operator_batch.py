@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit.operators import KeyedProcessOperator
-from tests.operators_support import CountWithTimer, fresh_stretch, make_harness, per_key, window_variants
+from tests.operators_support import CountWithTimer, differential, fresh_stretch, make_harness, per_key, window_variants
 
 VARIANTS = window_variants()
 EPOCHS = st.lists(
@@ -41,8 +41,7 @@ def test_batch_equals_one_by_one(backend_name, tmp_path, variant):
     batch = make_harness(make(), backend_name, tmp_path)
     examples = itertools.count()
 
-    @settings(max_examples=40 if backend_name == "heap" else 20, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 40, 20)
     @given(epochs=EPOCHS)
     def check(epochs):
         for _, wm in fed(one, batch, epochs, next(examples)):

@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import example, given, strategies as st
 
 from statekit import AggregateFunction, StateError
 from statekit.checkpoint.job import compare
@@ -19,7 +19,7 @@ from statekit.operators.aggregates.packed_records import PackedRecords
 from statekit.operators.engines.session_table import SessionTable
 from tests.operators.test_session_table import harness
 from tests.operators.windows_differential import BRIDGING, EPOCHS, KEY_FORMS, REFIRE, drive
-from tests.operators_support import KeyedWindowResult, fresh_stretch
+from tests.operators_support import KeyedWindowResult, differential, fresh_stretch
 
 GAP = 10
 P = 1_000_003
@@ -115,8 +115,7 @@ def test_table_equals_the_record_path(backend_name, tmp_path, monkeypatch, funct
     seen = {"restored": 0, "listed": 0, "late": 0, "fired": 0, "refired": 0}
     carried = dict.fromkeys(fast.metrics, 0)  # metrics of the operators restored from
 
-    @settings(max_examples=25 if backend_name == "heap" else 10, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 25, 10)
     @given(epochs=EPOCHS, key_form=st.sampled_from(list(KEY_FORMS)))
     @example(epochs=BRIDGING, key_form="str")
     @example(epochs=UNPACKED, key_form="int")

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import example, given, strategies as st
 
 from statekit import AggregateFunction, StateConfig, ValueStateDescriptor
 from statekit.operators import EventTimeSessionWindows, ProcessWindowFunction, WindowOperator
 from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
 from statekit.operators.windowing.record_window import RecordWindowOperator
 from statekit.operators.testing import OperatorHarness
-from tests.operators_support import fresh_stretch
+from tests.operators_support import differential, fresh_stretch
 
 GAP = 10
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,8 +137,7 @@ def test_plain_aggregate_equals_record_path(backend_name, tmp_path, window_funct
     assert type(engine.operator) is ColumnarWindowOperator and type(reference.operator) is RecordWindowOperator
     examples = itertools.count()
 
-    @settings(max_examples=30 if backend_name == "heap" else 15, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 30, 15)
     @given(epochs=EPOCHS, as_columns=st.booleans())
     @example(epochs=BRIDGING, as_columns=True)
     @example(epochs=REFIRING, as_columns=True)

@@ -30,7 +30,7 @@ from statekit.operators.testing import OperatorHarness
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import Output, WindowRowsFunction
 from statekit.operators.output import records_of
-from tests.operators_support import Concat, KeyedWindowResult, fresh_stretch
+from tests.operators_support import Concat, KeyedWindowResult, differential, fresh_stretch
 
 GAP = 10
 WIDE = [(kind, pos) for pos in (1, 2, 3) for kind in ("sum", "min", "max", "avg", "first", "last")] + [("count", None)]
@@ -184,8 +184,7 @@ def test_engine_equals_record_path(backend_name, tmp_path, monkeypatch, function
     packed_cells = 0
     examples = itertools.count()
 
-    @settings(max_examples=40 if backend_name == "heap" else 20, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 40, 20)
     @given(epochs=EPOCHS)
     @example(epochs=BRIDGING)
     @example(epochs=REACHING)
@@ -397,7 +396,6 @@ def test_a_checkpoint_of_one_layout_is_refused_by_the_other():
     carried, refused = compare({"operator": engine.describe()}, {"operator": record.describe()})
     assert not carried and len(refused) == 1 and "state layout" in refused[0]
     assert '"sessions-per-key"' in refused[0] and '"window-namespaces"' in refused[0]
-
 
 
 class Twice(WindowRowsFunction):

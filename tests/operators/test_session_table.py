@@ -12,14 +12,14 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import example, given, strategies as st
 
 from statekit import StateConfig, StateError, key_group_for, key_group_representatives
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import EventTimeSessionWindows, RowAggregate, WindowOperator
 from statekit.operators.engines.session_table import TABLE_STATE, SessionTable
 from statekit.operators.testing import OperatorHarness
-from tests.operators_support import KeyedWindowResult, fresh_stretch
+from tests.operators_support import KeyedWindowResult, differential, fresh_stretch
 
 GAP = 10
 AGGS = [("first", 1), ("last", 1), ("first", 3), ("last", 3), ("sum", 2), ("min", 3), ("avg", 3), ("count", None)]
@@ -119,8 +119,7 @@ def test_table_equals_record_path(backend_name, tmp_path, function, lateness, mo
     carried = dict.fromkeys(table.metrics, 0)  # metrics of the operators restored from
     examples = itertools.count()
 
-    @settings(max_examples=40 if backend_name == "heap" else 20, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 40, 20)
     @given(epochs=EPOCHS, key_form=st.sampled_from(list(KEY_FORMS)))
     @example(epochs=BRIDGING, key_form="tuple")
     @example(epochs=BRIDGING, key_form="str")

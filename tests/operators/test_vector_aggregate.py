@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import example, given, strategies as st
 
 from statekit import AggregateFunction
 from statekit.checkpoint.job import compare
@@ -23,7 +23,7 @@ from statekit.operators.windowing.columnar_window import ColumnarWindowOperator
 from statekit.operators.windowing.record_window import RecordWindowOperator
 from tests.operators.test_session_table import columns_of, harness
 from tests.operators.windows_differential import BRIDGING, EPOCHS, KEY_FORMS, REFIRE, drive
-from tests.operators_support import fresh_stretch
+from tests.operators_support import differential, fresh_stretch
 from tests.test_readme import ROOT, blocks
 
 DOC = ROOT / "docs" / "window-operators.md"
@@ -179,8 +179,7 @@ def test_vector_aggregate_equals_the_plain_one_on_the_record_path(backend_name, 
     seen = {"restored": 0, "late": 0, "fired": 0, "refired": 0}
     carried = dict.fromkeys(fast.metrics, 0)  # metrics of the operators restored from
 
-    @settings(max_examples=12 if backend_name == "heap" else 6, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @differential(backend_name, 12, 6)
     @given(epochs=EPOCHS, key_form=st.sampled_from(list(KEY_FORMS)))
     @example(epochs=BRIDGING, key_form="str")
     @example(epochs=STORED, key_form="int")
