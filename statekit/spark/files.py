@@ -12,6 +12,7 @@ from .columns import check_columns
 from .errors import InputError
 from .event_time import TimeSpec
 from .file_order import check_file_order
+from .jvm import classic_jvm
 from .input_files import input_format, is_data_file, missing, nothing_found, split_glob
 from .parquet_schema import parquet_spark_schema
 from .runtime import is_connect
@@ -45,10 +46,7 @@ def _listed(spark: Any, path: str) -> Listing:
     if is_connect(spark):
         return _listed_on_server(spark, path)
     location, pattern = split_glob(path)
-    jvm = spark.sparkContext._jvm
-    hadoop = jvm.org.apache.hadoop.fs
-    p = hadoop.Path(location)
-    fs = p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    hadoop, p, fs = classic_jvm(spark).hadoop_path(location)
     if not fs.exists(p):
         raise missing(path, location, pattern)
     status = fs.getFileStatus(p)

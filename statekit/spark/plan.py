@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
+
+from .runtime import StatePlacement
 
 LATE_TAG = "late"  # operators side-output late records under this tag; they go to <output>/_late/
 INVALID_TAG = "invalid"  # records an operator refuses (objects with .value = the row and .reason) -> _invalid/
@@ -43,11 +45,8 @@ class JobPlan:
     ``columns``: the input columns routed to the tasks, key first, then time, then the rest of
     ``row_columns``, the columns that make a record's row (in the user's order). The schemas are
     pyarrow schemas of the routed input, the results, the late side output (the row's columns and
-    a ``reason``) and the invalid side output (``columns`` and a ``reason``). ``state_host``: where
-    a partition's state stays open between epochs, ``process`` (a state host on the machine, see
-    ``host``: partition ``i`` goes to host ``i % state_hosts``, which keeps every partition it is given;
-    one ends after ``host_idle_seconds`` without a task) or ``worker`` (the Python worker that ran the
-    epoch, up to ``cache_size`` partitions each); ``app_id``: the Spark application, whose hosts they are."""
+    a ``reason``) and the invalid side output (``columns`` and a ``reason``). ``placement``: where the
+    executor runtime keeps a partition's state open between epochs (``runtime.StatePlacement``)."""
 
     operator_id: str
     operator_factory: Callable[[], Any]
@@ -63,24 +62,16 @@ class JobPlan:
     invalid_schema: Any
     sink: Any
     retain: int = 3
-    cache_size: int = 8
     fault: Fault | None = None
-    state_host: str = "process"
-    host_idle_seconds: float = 600.0
-    app_id: str = ""
-    state_hosts: int = 1
+    placement: StatePlacement = StatePlacement()
     lease_token: int = 0
     """The run's checkpoint lease token: a task commits only while it is the newest (0: no lease, not fenced)."""
     checkpoint_key: bytes | None = field(default=None, repr=False)
     """The key that signs and checks the checkpoint's manifests (``spark.statekit.checkpoint_key``; None: unsigned)."""
-    secret: bytes = field(default=b"", repr=False)
-    """The application's secret that its state hosts and workers prove to each other (``host``; empty: none
-    made, no host admits the task). Never shown: not in a repr, a log or an error."""
 
-    def slots_kept(self) -> int:
-        """How many partitions' state one process keeps open: a host, all it is given; a worker, ``cache_size``."""
-        return -(-self.partitions // self.state_hosts) if self.state_host == "process" else self.cache_size
-
+    def placed(self, placement: StatePlacement) -> JobPlan:
+        """This job with its partitions' state run by ``placement`` (``runtime.PlacedJob``)."""
+        return replace(self, placement=placement)
 
 @dataclass(frozen=True)
 class EpochPlan:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .java import find_java
+from .jvm import classic_jvm
 from .runtime import is_connect
 
 DAEMON_MODULE = "statekit.spark.runtime.daemon"
@@ -86,7 +87,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, Any] | None = No
         else:
             os.environ[_SUBMIT_OPTS] = options
     if not is_connect(spark):  # a Connect session's log is its server's
-        spark.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
+        classic_jvm(spark).set_log_level("ERROR" if quiet else "WARN")
     return spark
 
 

@@ -1,6 +1,6 @@
 """What the driver asks of its SparkSession, answered on a classic and on a Spark Connect session alike.
 
-A classic session answers from its SparkContext (the fast way); a Spark Connect session has none on the
+A classic session answers from its SparkContext (the fast way; ``jvm``); a Spark Connect session has none on the
 client, so the same answer comes from the runtime conf or the DataFrame API (``docs/connect.md``).
 """
 
@@ -10,6 +10,7 @@ import os
 import re
 from typing import Any, Callable, Iterable, Iterator
 
+from .jvm import classic_jvm, rdd_partitions
 from .runtime import is_connect
 
 CONNECT_DEFAULT_PARALLELISM = 8
@@ -30,14 +31,14 @@ def master(spark: Any) -> str:
     """The session's master URL (``spark.master``; empty when a Connect server does not say)."""
     if is_connect(spark):
         return spark.conf.get("spark.master", None) or ""
-    return spark.sparkContext.master
+    return classic_jvm(spark).master
 
 
 def default_parallelism(spark: Any) -> int:
     """Spark's default parallelism: the SparkContext's on a classic session; on Connect
     ``spark.default.parallelism``, else the cores of a ``local[N]`` master, else ``CONNECT_DEFAULT_PARALLELISM``."""
     if not is_connect(spark):
-        return spark.sparkContext.defaultParallelism
+        return classic_jvm(spark).default_parallelism
     configured = spark.conf.get("spark.default.parallelism", None)
     if configured:
         return int(configured)
@@ -52,7 +53,7 @@ def job_canceller(spark: Any) -> Callable[[], None]:
     ``interruptAll`` on Connect."""
     if is_connect(spark):
         return spark.interruptAll
-    return spark.sparkContext.cancelAllJobs
+    return classic_jvm(spark).cancel_all_jobs
 
 
 def input_splits(df: Any) -> int:
@@ -60,7 +61,7 @@ def input_splits(df: Any) -> int:
     the plan on a classic session (no job); on Connect, which has no RDDs, by a job of one Python task per
     partition that reads no column and returns one row."""
     if not is_connect(df.sparkSession):
-        return df.rdd.getNumPartitions()
+        return rdd_partitions(df)
     return df.select().mapInArrow(_one_row, "split int").count()
 
 

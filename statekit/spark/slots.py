@@ -135,7 +135,7 @@ def acquire(job: JobPlan, epoch: EpochPlan, store: CheckpointStore, kgs: range) 
 def release(job: JobPlan, store: CheckpointStore, kgs: range, slot: OpenOperator) -> None:
     """Keep ``slot`` for the next epoch; the least recently used slots beyond the bound are closed."""
     _SLOTS[_cache_key(job, store, kgs)] = slot
-    while len(_SLOTS) > job.slots_kept():
+    while len(_SLOTS) > job.placement.slots_kept(job.partitions):
         _SLOTS.popitem(last=False)[1].close()
 
 
@@ -211,7 +211,7 @@ class LocalRun:
         release_free_memory()  # nor the snapshot's pages on the epoch's fires and outputs
         state_bytes = peak_grown_bytes()  # past the budget on the heap, the epoch fails here: before its commit
         config = StateConfig.from_dict(self.job.config)
-        warning = check_budget(state_bytes, budget_of(config), config.backend, self.job.state_hosts)
+        warning = check_budget(state_bytes, budget_of(config), config.backend, self.job.placement.state_hosts)
         fence(self.store.storage, self.job.lease_token, self.job.checkpoint)  # a run that lost its lease commits nothing
         committed = self.store.commit(self.job.operator_id, self.epoch.epoch, slot.backend,
                                       metadata={"operator": slot.operator.snapshot_metadata(), "max_ts": max_ts})

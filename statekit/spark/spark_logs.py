@@ -10,24 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from .runtime import spark_context
+from .jvm import accelerator_jvm
 
 
 class SparkLogSilence:
     """Turns Spark's log off (``silence``, from any thread) and back to its earlier level (``restore``)."""
 
     def __init__(self, spark: Any) -> None:
-        self.context = spark_context(spark, "silencing Spark's log on a deliberate stop")
+        self.jvm = accelerator_jvm(spark, "silencing Spark's log on a deliberate stop")
         self.previous: str | None = None
 
     def silence(self) -> None:
-        if self.previous is not None or self.context is None:
+        if self.previous is not None or self.jvm is None:
             return
-        jvm = self.context._jvm
-        self.previous = str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().name())
-        self.context.setLogLevel("OFF")
+        self.previous = self.jvm.log_level()
+        self.jvm.set_log_level("OFF")
 
     def restore(self) -> None:
         if self.previous is not None:
-            self.context.setLogLevel(self.previous)
+            self.jvm.set_log_level(self.previous)
             self.previous = None

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from .errors import InputError
+from .jvm import classic_jvm
 from .runtime import accelerator_off, is_connect
 from .settings import statekit_settings
 from .spark_checkpoint import BELOW_CHECKPOINT
@@ -38,13 +39,10 @@ def hadoop_checkpoint(spark: Any, checkpoint: str, spark_checkpoint: str | None)
         accelerator_off("the Hadoop connector check of Spark's streaming checkpoint", "a Spark Connect session has no "
                         "JVM on the driver; a location Hadoop cannot write fails when the streaming query starts")
         return location
-    jvm = spark.sparkContext._jvm
-    try:
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark.sparkContext._jsc.hadoopConfiguration())
-    except Exception:  # py4j wraps Hadoop's UnsupportedFileSystemException
+    if not classic_jvm(spark).has_filesystem(scheme):
         raise InputError(
             f"Spark's streaming checkpoint {location} goes through Hadoop's FileSystem, which has no connector for "
             f"{scheme}:// in this Spark: pass --spark-checkpoint PATH (Spark conf spark.statekit.spark_checkpoint; "
             f"a local or HDFS path, or s3a:// where the Hadoop S3 connector is installed), or add the Hadoop "
-            f"connector for {scheme}:// to the cluster; statekit's own state and output stay at {checkpoint}") from None
+            f"connector for {scheme}:// to the cluster; statekit's own state and output stay at {checkpoint}")
     return location

@@ -1,6 +1,6 @@
 """statekit reaches Spark's classic-only APIs (the SparkContext, the JVM gateway, RDDs) only in the places
-listed here, each behind the Connect check (``pyspark_internals.is_connect``) or on a session that is classic
-by construction: a new use fails this test until it is looked at and listed. On a Connect session these APIs
+listed here (the adapter ``spark/jvm.py`` and the executor runtime's ``pyspark_internals``), each behind the
+Connect check (``pyspark_internals.is_connect``) or on a session that is classic by construction: a new use fails this test until it is looked at and listed. On a Connect session these APIs
 raise, and the Connect runs (tests/spark/test_connect.py) fail the moment one is reached, caught or not."""
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ CLASSIC_ONLY = {"sparkContext", "_jvm", "_jsc", "_jconf", "_jsparkSession", "_jd
 
 ALLOWED: dict[tuple[str, str], str] = {
     ("spark/runtime/pyspark_internals.py", "spark_context"): "the accelerators' way to the SparkContext: None on Connect",
-    ("spark/spark_logs.py", "SparkLogSilence.silence"): "the JVM of the context spark_context gave (None on Connect)",
-    ("spark/session.py", "spark_session"): "the log level of a session is_connect said is classic",
-    ("spark/session_kind.py", "master"): "a classic session's; the runtime conf's on Connect (is_connect)",
-    ("spark/session_kind.py", "default_parallelism"): "a classic session's; the conf's on Connect (is_connect)",
-    ("spark/session_kind.py", "job_canceller"): "cancelAllJobs on a classic session; interruptAll on Connect (is_connect)",
-    ("spark/session_kind.py", "input_splits"): "the plan's partitions on a classic session; a job on Connect (is_connect)",
-    ("spark/files.py", "_listed"): "Hadoop's listing on a classic session; Spark's file source on Connect (is_connect)",
-    ("spark/stream_location.py", "hadoop_checkpoint"): "Hadoop's connector check on a classic session; off on Connect (is_connect)",
+    ("spark/jvm.py", "classic_jvm"): "the adapter of a session its callers said is classic (is_connect)",
+    ("spark/jvm.py", "rdd_partitions"): "the plan's partitions of a DataFrame its caller said is classic (is_connect)",
+    ("spark/jvm.py", "ClassicJvm.log_level"): "the JVM of a classic session's adapter (accelerator_jvm: None on Connect)",
+    ("spark/jvm.py", "ClassicJvm.hadoop_path"): "the JVM of a classic session's adapter",
+    ("spark/jvm.py", "ClassicJvm.has_filesystem"): "the JVM of a classic session's adapter",
+    ("spark/jvm.py", "ClassicJvm._hadoop_conf"): "the JVM of a classic session's adapter",
 }
 """(file under statekit/, enclosing function) -> why it may use a classic-only API there."""
 

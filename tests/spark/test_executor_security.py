@@ -29,7 +29,7 @@ import pytest
 from statekit.jobs.sessionize import SessionOperatorFactory
 from statekit.spark.plan import EpochPlan, JobPlan
 from statekit.spark.records import TS
-from statekit.spark.runtime import host, spawner
+from statekit.spark.runtime import StatePlacement, host, spawner
 from statekit.spark.runtime.handshake import HANDSHAKE_SECONDS, accept
 from statekit.spark.schemas import session_result_schema
 from statekit.spark.slots import LocalRun
@@ -122,8 +122,8 @@ def _job(checkpoint: Path, secret: bytes) -> JobPlan:
     result = session_result_schema(fields, "user_id", [("sum_value", "sum", "value"), ("count", "count", None)])
     factory = SessionOperatorFactory(30_000, (("sum", 2), ("count", None)), ("sum_value", "count"))
     return JobPlan("sessionize", factory, str(checkpoint), {"backend": "heap"}, 1, 128, COLUMNS, COLUMNS, None,
-                   to_arrow_schema(result), with_reason, with_reason, None, host_idle_seconds=60.0,
-                   app_id=f"test-{checkpoint}", secret=secret)
+                   to_arrow_schema(result), with_reason, with_reason, None,
+                   placement=StatePlacement(host_idle_seconds=60.0, app_id=f"test-{checkpoint}", secret=secret))
 
 
 def _batches() -> list[pa.Table]:
@@ -166,7 +166,7 @@ def _run_all(job: JobPlan) -> tuple[list[type], list[tuple]]:
 
 def _sock(job: JobPlan) -> str:
     """The socket of the job's (only) host."""
-    return os.path.join(host.runtime_dir(), host.host_name(job.app_id, job.operator_id, job.checkpoint, 0)) + ".sock"
+    return os.path.join(host.runtime_dir(), host.host_name(job.placement.app_id, job.operator_id, job.checkpoint, 0)) + ".sock"
 
 
 def _host_pid(job: JobPlan) -> int:

@@ -8,11 +8,10 @@ import os
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import psutil
 
-from statekit.spark.runtime import host, spawner
+from statekit.spark.runtime import StatePlacement, host, spawner
 
 DAEMON = '''
 import json, os, secrets, socket, sys, time
@@ -83,10 +82,9 @@ def test_without_a_spawner_a_worker_starts_its_host_as_a_new_interpreter(monkeyp
         else:
             monkeypatch.setenv(spawner.SPAWNER_ENV, value)
         assert spawner.spawn(["unused"], str(tmp_path / "unused.log"), b"unused") is None
-        job = SimpleNamespace(app_id=f"test-{os.getpid()}-{value}", operator_id="op", checkpoint=str(tmp_path),
-                              host_idle_seconds=1.0, secret=b"s" * 32)
-        base = os.path.join(host.runtime_dir(), host.host_name(job.app_id, "op", str(tmp_path), 0))
-        conn = host._connect(base, job)
+        placement = StatePlacement(host_idle_seconds=1.0, app_id=f"test-{os.getpid()}-{value}", secret=b"s" * 32)
+        base = os.path.join(host.runtime_dir(), host.host_name(placement.app_id, "op", str(tmp_path), 0))
+        conn = host._connect(base, placement)
         conn.close()
         with open(base + ".pid") as f:
             started = psutil.Process(int(f.read()))

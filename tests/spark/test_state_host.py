@@ -21,9 +21,9 @@ import pytest
 
 from statekit.checkpoint import CheckpointStore
 from statekit.jobs import sessionize
-from statekit.spark.api import default_state_hosts
+from statekit.spark.job_settings import default_state_hosts
 from statekit.spark.plan import EpochPlan
-from statekit.spark.runtime import host, spawner
+from statekit.spark.runtime import StatePlacement, host, spawner
 from statekit.spark.slots import LocalRun
 from tests.spark_support import DELAY, GAP, clickstream, copy_in_name_order, output_rows, spark_sessions, write_input
 
@@ -206,13 +206,13 @@ def _live_host(seen: list) -> object:
 
 
 def _job(hosts: int) -> SimpleNamespace:
-    return SimpleNamespace(state_hosts=hosts, app_id="app", operator_id="op", checkpoint="ck")
+    return SimpleNamespace(placement=StatePlacement(state_hosts=hosts, app_id="app"), operator_id="op", checkpoint="ck")
 
 
 def test_a_task_whose_host_ended_before_taking_it_starts_another(monkeypatch):
     seen: list = []
     made = iter([_ended_host(), _live_host(seen)])
-    monkeypatch.setattr(host, "_connect", lambda base, job: next(made))
+    monkeypatch.setattr(host, "_connect", lambda base, placement: next(made))
     run_ = host.HostedRun(_job(1), EpochPlan(3, 2, None), 1, LocalRun, pickle.dumps)
     run_._begin(("task",))
     assert seen == [("task",)]
@@ -220,7 +220,7 @@ def test_a_task_whose_host_ended_before_taking_it_starts_another(monkeypatch):
 
 def test_a_task_whose_new_host_ends_too_fails_naming_the_host_and_epoch(monkeypatch):
     made = iter([_ended_host(), _ended_host()])
-    monkeypatch.setattr(host, "_connect", lambda base, job: next(made))
+    monkeypatch.setattr(host, "_connect", lambda base, placement: next(made))
     run_ = host.HostedRun(_job(2), EpochPlan(3, 2, None), 1, LocalRun, pickle.dumps)
     with pytest.raises(host.HostError, match=r"state host 1 of partition 1 \(.*\.sock\) did not take epoch 3; "
                                              r"the task fails; Spark retries it when spark.task.maxFailures allows"):
@@ -244,7 +244,7 @@ def test_a_hosts_results_reach_the_task_a_step_at_a_time_before_its_reply(monkey
         theirs.send(("ok", "processed", None))
 
     threading.Thread(target=serve, daemon=True).start()
-    monkeypatch.setattr(host, "_connect", lambda base, job: ours)
+    monkeypatch.setattr(host, "_connect", lambda base, placement: ours)
     got: list = []
     run_ = host.HostedRun(_job(1), EpochPlan(3, 2, None), 1, LocalRun, pickle.dumps)
     assert run_.process(pa.table({"k": [1]}), got.append) == "processed"

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from statekit.spark import StopRequested
-from statekit.spark.api import EpochRunner
+from statekit.spark.epoch_runner import EpochRunner
 from statekit.spark.micro_batches import run_stream
 
 

@@ -9,12 +9,14 @@ what it expects or the session has no JVM (Spark Connect).
 
 The epoch protocol (``api``, ``epochs``, ``tasks``, ``records``, ``results``, ``slots``, sinks) imports only
 this package, never its modules (an import-linter contract in pyproject.toml): ``open_run`` runs a task's
-state work (its ``LocalState``, see ``state_runs``) in the right process. The daemon is named, not imported
+state work (its ``LocalState``, see ``state_runs``) in the right process, as the job's ``StatePlacement``
+(``placement``) says; the runtime reads the job and epoch only through that module's interfaces. The daemon is named, not imported
 (``session.DAEMON_MODULE``): Spark runs it as ``__main__``.
 """
 
 from .host import application_secret
 from .memory import peak_grown_bytes, release_free_memory, reset_peak
+from .placement import STATE_HOSTS, StatePlacement
 from .pyspark_internals import accelerator_off, executor_pid, is_connect, spark_context
 from .runs import open_run
 from .spawner import HOST_NAME, SPAWNER_NAME
@@ -22,5 +24,6 @@ from .startup import start_task, task_scope
 from .state_runs import LocalState, StateRun
 from .warmup import warm_up_workers
 
-__all__ = ["HOST_NAME", "LocalState", "SPAWNER_NAME", "StateRun", "accelerator_off", "application_secret",
-           "executor_pid", "is_connect", "peak_grown_bytes", "spark_context", "open_run", "release_free_memory", "reset_peak", "start_task", "task_scope", "warm_up_workers"]
+__all__ = ["HOST_NAME", "LocalState", "SPAWNER_NAME", "STATE_HOSTS", "StatePlacement", "StateRun", "accelerator_off",
+           "application_secret", "executor_pid", "is_connect", "open_run", "peak_grown_bytes", "release_free_memory",
+           "reset_peak", "spark_context", "start_task", "task_scope", "warm_up_workers"]

@@ -10,11 +10,9 @@ whichever worker runs it, and exactly one copy of it is in memory. Workers forke
 daemon have the daemon's spawner fork the host, so it shares the modules the daemon loaded
 (``spawner``); others start it as a new interpreter.
 
-Partition ``i`` goes to host ``i % state_hosts`` (by default, for the session table, a host per four
-executor cores; a host per core for other operators, whose Python work is most of an epoch). A host
-serves one task at a time: the session table's work is a small part of an epoch next to Spark's, and one
-process holds its partitions' state plus one epoch's working memory, where a host per partition held a
-Python process and an epoch's peak each (docs/bench/runtime.md).
+Partition ``i`` goes to host ``i % state_hosts`` (by default a host per executor core, for every operator).
+A host serves one task at a time and holds its partitions' state plus one epoch's working memory, where a
+host per partition held a Python process and an epoch's peak each (docs/bench/runtime.md).
 
 Failure keeps the slot rules: a task that fails or whose worker goes away before its commit makes
 the host drop the slot (the next attempt restores from the checkpoint); a host that dies is started
@@ -28,7 +26,7 @@ Who can reach a host. Its socket, lock, pid file and log live in ``runtime_dir``
 only when it is a real directory of this user that no one else may open (mode 0700): other local users
 cannot reach, swap or read them. A worker whose runtime directory is not such keeps the state itself
 (``hosted_run``). Other applications of the same user can open that directory, so a host and a worker
-first prove to each other that they know the application's secret (``JobPlan.secret``, made by the
+first prove to each other that they know the application's secret (``StatePlacement.secret``, made by the
 driver; the host gets it on its stdin or in its spawner's authenticated request, never in its arguments,
 environment or a file) before a pickle is read either way. Not stopped: a process of the same user that
 can ptrace reads any process's memory, the secret too; one that renames a host's socket and relays both
@@ -52,14 +50,13 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from ...operators import gc_paused
-from ..plan import EpochPlan, JobPlan
 from .handshake import HandshakeError, accept, connect
 from .memory import allocator_environment, release_free_memory
+from .placement import PlacedJob, StatePlacement, TaskEpoch
 from .pyspark_internals import executor_pid, job_pickler
 from .spawner import spawn
 from .startup import start_task, task_scope
@@ -134,7 +131,7 @@ def host_name(app_id: str, operator_id: str, checkpoint: str, number: int) -> st
     return hashlib.sha1(ident.encode()).hexdigest()[:24]
 
 
-def hosted_run(job: JobPlan, epoch: EpochPlan, index: int, local: LocalState) -> StateRun:
+def hosted_run(job: PlacedJob, epoch: TaskEpoch, index: int, local: LocalState) -> StateRun:
     """One task's state work on the partition's state host, which runs it with ``local``; in this worker (as with
     ``state_host=worker``) where hosts cannot be used safely, said once a process on stderr, or where this
     PySpark cannot hand a job to a host (``pyspark_internals.job_pickler``)."""
@@ -148,17 +145,18 @@ def hosted_run(job: JobPlan, epoch: EpochPlan, index: int, local: LocalState) ->
             print(f"statekit: keeping partitions' state in the Python workers, not in state hosts: {e}",
                   file=sys.stderr, flush=True)
             _fallback_reported = True
-    return local(replace(job, state_host="worker"), epoch, index)
+    return local(job.placed(job.placement.in_worker()), epoch, index)
 
 
 class HostedRun:
     """One task's state work sent to the partition's state host, which runs it with ``local`` (the same steps)."""
 
-    def __init__(self, job: JobPlan, epoch: EpochPlan, index: int, local: LocalState,
+    def __init__(self, job: PlacedJob, epoch: TaskEpoch, index: int, local: LocalState,
                  dumps: Callable[[Any], bytes]) -> None:
         self.job, self.epoch, self.index, self.local, self.dumps = job, epoch, index, local, dumps
-        self.number = index % job.state_hosts
-        self.base = os.path.join(runtime_dir(), host_name(job.app_id, job.operator_id, job.checkpoint, self.number))
+        self.number = index % job.placement.state_hosts
+        self.base = os.path.join(runtime_dir(), host_name(job.placement.app_id, job.operator_id, job.checkpoint,
+                                                          self.number))
         self.conn: Connection | None = None
 
     def process(self, valid: Any, results: Callable[[Any], None]) -> Any:
@@ -175,7 +173,7 @@ class HostedRun:
         again once."""
         for _ in range(2):
             try:
-                self.conn = _connect(self.base, self.job)
+                self.conn = _connect(self.base, self.job.placement)
                 self.conn.send(task)
                 if self.conn.recv() == TAKEN:
                     return
@@ -219,26 +217,26 @@ class HostedRun:
         raise error from RemoteTraceback(f"in the state host of partition {self.index}:\n{text}")
 
 
-def _connect(base: str, job: JobPlan) -> Connection:
-    """A connection to the job's host at ``base.sock`` once it proved it knows the job's secret, started
+def _connect(base: str, placement: StatePlacement) -> Connection:
+    """A connection to the host at ``base.sock`` once it proved it knows ``placement``'s secret, started
     first if none listens; EOFError or ConnectionError if it went away before the handshake."""
     try:
-        return _client(base + ".sock", job.secret)
+        return _client(base + ".sock", placement.secret)
     except (FileNotFoundError, ConnectionRefusedError):
         pass
     with open(base + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one worker starts the host; the others wait and connect
         try:
-            return _client(base + ".sock", job.secret)
+            return _client(base + ".sock", placement.secret)
         except (FileNotFoundError, ConnectionRefusedError):
             pass
         if os.path.exists(base + ".sock"):
             os.unlink(base + ".sock")  # left by a host that was killed
-        ended = _start(base, [base + ".sock", str(executor_pid()), str(job.host_idle_seconds)], job.secret)
+        ended = _start(base, [base + ".sock", str(executor_pid()), str(placement.host_idle_seconds)], placement.secret)
         deadline = time.monotonic() + _START_SECONDS
         while True:
             try:
-                return _client(base + ".sock", job.secret)
+                return _client(base + ".sock", placement.secret)
             except (FileNotFoundError, ConnectionRefusedError):
                 if ended() or time.monotonic() > deadline:
                     with open(base + ".log", "rb") as f:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ..plan import EpochPlan, JobPlan
 from .host import hosted_run
+from .placement import PlacedJob, TaskEpoch
 from .state_runs import LocalState, StateRun
 
 
-def open_run(job: JobPlan, epoch: EpochPlan, index: int, local: LocalState) -> StateRun:
+def open_run(job: PlacedJob, epoch: TaskEpoch, index: int, local: LocalState) -> StateRun:
     """Partition ``index``'s state work in ``epoch``: on its state host (``state_host=process``, where hosts can
     be used), else ``local`` in this worker."""
-    if job.state_host == "process":
+    if job.placement.state_host == "process":
         return hosted_run(job, epoch, index, local)
     return local(job, epoch, index)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from ..plan import EpochPlan, JobPlan
+from .placement import PlacedJob, TaskEpoch
 
 
 class StateRun(Protocol):
@@ -30,7 +30,7 @@ class StateRun(Protocol):
 class LocalState(Protocol):
     """The state side run in this process: a ``StateRun`` per task, and the partitions' state it keeps open."""
 
-    def __call__(self, job: JobPlan, epoch: EpochPlan, index: int) -> StateRun:
+    def __call__(self, job: PlacedJob, epoch: TaskEpoch, index: int) -> StateRun:
         """The run of partition ``index`` in ``epoch``."""
 
     def kept(self) -> int:
