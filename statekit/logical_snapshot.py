@@ -96,17 +96,46 @@ def snapshot_head(backend: str, max_parallelism: int, key_groups: range) -> dict
 
 
 def read_logical(raw: dict[str, Any] | LogicalSnapshot) -> LogicalSnapshot:
-    """The snapshot ``raw`` serializes (the reader); StateError for another format than this code reads."""
+    """The snapshot ``raw`` serializes (the reader); StateError for another format than this code reads, or for
+    a field missing or of another type (named), before anything is taken from it."""
     if isinstance(raw, LogicalSnapshot):
         return raw
-    if raw.get("format") != SNAPSHOT_FORMAT:
-        raise StateError(f"a logical snapshot of format {raw.get('format')!r}; this statekit reads format "
+    if not isinstance(raw, dict) or raw.get("format") != SNAPSHOT_FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else raw
+        raise StateError(f"a logical snapshot of format {found!r}; this statekit reads format "
                          f"{SNAPSHOT_FORMAT} (the 'snapshot' mark of statekit.snapshot_header)")
+    _check(raw, "a logical snapshot", backend=str, max_parallelism=int, key_groups=list, states=dict, timers=dict)
+    if len(raw["key_groups"]) != 2 or not all(_is(x, int) for x in raw["key_groups"]):
+        raise StateError(f"a logical snapshot's key_groups is {raw['key_groups']!r}, expected [start, stop]")
+    for name, section in raw["states"].items():
+        _check(section, f"state {name!r} of a logical snapshot", kind=str, ttl=bool, entries=list)
+        if not _is(section.get("version", 1), int):
+            raise StateError(f"state {name!r} of a logical snapshot: field 'version' is {section['version']!r}, "
+                             f"expected int")
+    for name, section in raw["timers"].items():
+        _check(section, f"timer service {name!r} of a logical snapshot", watermark=int, processing_time=int,
+               event=list, processing=list)
     start, stop = raw["key_groups"]
     return LogicalSnapshot(raw["backend"], raw["max_parallelism"], range(start, stop),
                            {name: StateSection(StateMeta.read(s), s["entries"]) for name, s in raw["states"].items()},
                            {name: TimerSection(t["watermark"], t["processing_time"], t["event"], t["processing"])
                             for name, t in raw["timers"].items()})
+
+
+def _is(value: Any, kind: type) -> bool:
+    """``isinstance``, but a bool is no int here (msgpack keeps them apart)."""
+    return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+
+
+def _check(section: Any, where: str, **fields: type) -> None:
+    """StateError naming ``where`` and the field when ``section`` is no dict or lacks one of ``fields`` of its type."""
+    if not isinstance(section, dict):
+        raise StateError(f"{where} is {type(section).__name__}, expected a map")
+    for field, kind in fields.items():
+        if field not in section:
+            raise StateError(f"{where} has no field {field!r}")
+        if not _is(section[field], kind):
+            raise StateError(f"{where}: field {field!r} is {type(section[field]).__name__}, expected {kind.__name__}")
 
 
 def merged_states(snapshots: Iterable[LogicalSnapshot], key_groups: range) -> dict[str, StateSection]:

@@ -52,6 +52,26 @@ def test_refusals_keep_their_messages():
     b.close()
 
 
+@pytest.mark.parametrize("change,message", [
+    (lambda r: r.pop("states"), "a logical snapshot has no field 'states'"),
+    (lambda r: r.update(max_parallelism="8"), "a logical snapshot: field 'max_parallelism' is str, expected int"),
+    (lambda r: r.update(key_groups=[0]), r"a logical snapshot's key_groups is \[0\], expected \[start, stop\]"),
+    (lambda r: r["states"]["s"].update(entries={}), "state 's' of a logical snapshot: field 'entries' is dict"),
+    (lambda r: r["states"]["s"].update(ttl=1), "state 's' of a logical snapshot: field 'ttl' is int, expected bool"),
+    (lambda r: r["states"].update(s=[]), "state 's' of a logical snapshot is list, expected a map"),
+    (lambda r: r["timers"]["t"].pop("event"), "timer service 't' of a logical snapshot has no field 'event'"),
+    (lambda r: r["timers"]["t"].update(watermark=True), "field 'watermark' is bool, expected int"),
+], ids=["no-states", "max-par-text", "key-groups", "entries", "ttl", "section", "timers", "watermark"])
+def test_a_malformed_snapshot_is_refused_naming_the_field_and_nothing_is_kept(change, message):
+    raw = _snapshot()
+    change(raw)
+    b = create_backend(StateConfig(backend="heap", max_parallelism=8))
+    with pytest.raises(StateError, match=message):
+        b.restore_logical([_snapshot(), raw])
+    assert b.num_entries() == 0
+    b.close()
+
+
 def test_unhashable_key_reason_is_one():
     b = create_backend(StateConfig(backend="heap"))
     with pytest.raises(InvalidKeyError) as e:
