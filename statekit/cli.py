@@ -85,6 +85,10 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", dest="fmt", choices=["csv", "parquet", "json"], default=None,
                    help="input format (default: from the file extension; for --topic the values' format, json or csv, "
                         "default json)")
+    p.add_argument("--schema", default=None, metavar="DDL",
+                   help="csv or json input: its columns, every one in the files' order, 'user_id STRING, ts_ms LONG, "
+                        "value DOUBLE' (default: typed from the first file's first 20,000 lines; a record that does "
+                        "not fit goes to _invalid)")
     p.add_argument("--mode", choices=["stream", "batch"], default="stream",
                    help="stream: one epoch per input file; batch: the whole input as one epoch, then the final one")
     p.add_argument("--trigger", choices=["available-now", "continuous"], default="available-now",
@@ -136,6 +140,8 @@ def run_sessionize(args: Any) -> int:
         raise ValueError(f"--max-invalid-fraction must be between 0 and 1, got {args.max_invalid_fraction}")
     conf = _conf(args.conf)
     kafka, sink = _kafka_input(args), _kafka_sink(args)
+    if kafka is not None and args.schema is not None:
+        raise ValueError("--schema is the columns of --input files; a topic's messages take --value-schema")
     if kafka is not None:
         from .spark.kafka import kafka_conf
 
@@ -163,7 +169,8 @@ def run_sessionize(args: Any) -> int:
                              output_format=args.output_format, spark_checkpoint=args.spark_checkpoint,
                              state_layout=args.state_layout, progress=progress, time_unit=args.time_unit or "ms",
                              time_format=args.time_format, time_zone=args.time_zone, kafka=kafka, sink=sink,
-                             initial_state=args.initial_state, initial_state_format=args.initial_state_format)
+                             initial_state=args.initial_state, initial_state_format=args.initial_state_format,
+                             input_schema=args.schema)
     records = summary.total("records_in")
     if (summary.stopped or ctrl_c.requested) and args.trigger == "available-now":
         last = summary.epochs[-1]["epoch"] if summary.epochs else None

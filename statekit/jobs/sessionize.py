@@ -26,6 +26,7 @@ from ..spark.columns import check_columns
 from ..spark.kafka import REASON, KafkaInput, read_topic
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
+from ..spark.text_schema import declared_schema
 from ..spark.sinks import DeltaSink
 from .aggregates import RowAggregate, parse_aggs
 from .checkpoint_in_use import job_checkpoint
@@ -115,7 +116,7 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
                spark_checkpoint: str | None = None, sink: Any = None, migrate_state: bool = False,
                state_layout: str | None = None, progress: Callable[[dict], None] | None = None,
                time_unit: str = "ms", time_format: str | None = None, time_zone: str = "UTC",
-               kafka: KafkaInput | None = None, initial_state: str | None = None,
+               kafka: KafkaInput | None = None, initial_state: str | None = None, input_schema: str | None = None,
                initial_state_format: str | None = None) -> RunSummary:
     """Sessionize ``input`` into ``output`` (see the module doc); ``mode="batch"`` implies ``final``;
     ``max_ahead``, ``spark_checkpoint``, ``sink`` and ``time_unit``, ``time_format``, ``time_zone`` as for
@@ -132,7 +133,9 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
     sessions (parquet, csv, json or Delta; ``initial_state_format``, else by its files) a new checkpoint starts
     from, as if the job had sessionized the history that made them (``spark.initial_sessions``;
     docs/sessionize.md); a row that is not such a session is refused, naming it, before anything is written,
-    and so is a checkpoint with committed epochs."""
+    and so is a checkpoint with committed epochs. ``input_schema``: csv or json files' columns as DDL
+    (``'name TYPE, ...'``, every column in the files' order) instead of those typed from the first file's first
+    lines; a record with a value that does not fit its column goes to ``_invalid``, naming its file."""
     if (input is None) == (kafka is None):
         raise ValueError("pass one input: input (files) or kafka (a topic)")
     if output_format not in ("parquet", "delta"):
@@ -154,14 +157,15 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
         refuse_started(checkpoint)
     stream = mode == "stream"
     if kafka is not None:
-        df = read_topic(spark, kafka, stream=stream)
+        df, reason = read_topic(spark, kafka, stream=stream), REASON
         schema = df.schema
         check_columns(f"topic {kafka.topic}", schema.fieldNames(), required)
         kind = schema[time].dataType
     else:
-        df, schema, kind = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream,
-                                      time_spec=time_spec, spark_checkpoint=stream_checkpoint(
-                                          spark, checkpoint, spark_checkpoint) if stream else None)
+        read = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream, time_spec=time_spec,
+                           spark_checkpoint=stream_checkpoint(spark, checkpoint, spark_checkpoint) if stream else None,
+                           schema=None if input_schema is None else declared_schema(input_schema, "--schema"))
+        df, schema, kind, reason = read.df, read.schema, read.kind, read.reason
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
     bounds_unit = time_spec.bounds_unit(kind)
     if bounds_unit == "s" and gap_ms % 1000:
@@ -191,4 +195,4 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
                      mode=mode, final=final or mode == "batch", trigger=trigger, operator_id="sessionize",
                      max_ahead=max_ahead, progress=progress, sink=DeltaSink(output) if delta else sink,
                      spark_checkpoint=spark_checkpoint, time_unit=time_unit, time_format=time_format,
-                     time_zone=time_zone, reason=REASON if kafka is not None else None, initial_state=initial)
+                     time_zone=time_zone, reason=reason, initial_state=initial)

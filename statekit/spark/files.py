@@ -17,8 +17,9 @@ from .input_files import input_format, is_data_file, missing, nothing_found, spl
 from .parquet_schema import parquet_spark_schema
 from .runtime import is_connect
 from .spark_checkpoint import files_read
+from .text_schema import CORRUPT, misfit_reason, sample_frame
 
-_OPTIONS = {"csv": {"header": "true"}, "parquet": {}, "json": {}}
+_OPTIONS = {"csv": {"header": "true", "enforceSchema": "false"}, "parquet": {}, "json": {}}
 
 
 @dataclass(frozen=True)
@@ -93,16 +94,37 @@ def local_as_absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
+SAMPLE_LINES = 20_000
+"""How many of the first file's lines (the header included) csv and json columns are typed from."""
+REASON = "_file_reason"
+"""The column of a csv or json record's reason to be invalid (null: its values fit), for ``run_keyed(reason=...)``."""
+
+
+@dataclass(frozen=True)
+class FileInput:
+    """The input files as Spark reads them: ``df`` (a stream or a batch), its columns' ``schema``, the ``kind``
+    of its times (``TimeSpec.kind``: the type window bounds come back in) and ``reason``: the column of
+    ``df`` giving a record's reason to be invalid (None: parquet, whose values are typed in the files)."""
+
+    df: Any
+    schema: Any
+    kind: Any
+    reason: str | None
+
+
 def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
-               stream: bool, time_spec: TimeSpec = TimeSpec(),
-               spark_checkpoint: str | None = None) -> tuple[Any, Any, Any]:
-    """The input as a (streaming) DataFrame, its schema and the kind of its times (``TimeSpec.kind``, the
-    type window bounds come back in): schema from the first file (a local parquet one's from its footer,
-    without a Spark job: ``parquet_schema``), the time column read as text for csv/json so that bad times
-    reach the invalid-records output instead of becoming nulls. A stream's files not read yet must have
-    modification times in name order (``file_order``); ``spark_checkpoint``: the Spark checkpoint of the
-    stream a run resumes, whose file source lists the files read already.
-    ``required``: (column, what it is for) pairs that must exist."""
+               stream: bool, time_spec: TimeSpec = TimeSpec(), spark_checkpoint: str | None = None,
+               schema: Any = None) -> FileInput:
+    """The input as a ``FileInput``. Parquet's columns come from the first file (a local one's footer, without a
+    Spark job: ``parquet_schema``); csv and json columns are ``schema`` (a StructType) or typed from the first
+    ``SAMPLE_LINES`` lines of the first file, never from a pass over all of it. Their time column is read as
+    text, so that a bad time reaches the invalid output instead of becoming a null, and so is any record with a
+    value that does not fit its column's type (``text_schema.misfit_reason``, naming its file); a csv file
+    whose header does not name the columns in their order fails the run. A stream's files not read yet must have
+    modification times in name order (``file_order``); ``spark_checkpoint``: the Spark checkpoint of the stream a
+    run resumes, whose file source lists the files read already. ``required``: (column, what it is for) pairs
+    that must exist."""
+    from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
     given, path = path, local_as_absolute(path)
@@ -111,21 +133,44 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
     fmt = input_format(files, fmt, given)
     if stream:
         check_file_order(listing.files, given, read=files_read(spark_checkpoint) if spark_checkpoint else ())
+    if schema is not None and fmt == "parquet":
+        raise InputError(f"input {given}: parquet files carry their columns' types; --schema is for csv and json")
     options = dict(_OPTIONS[fmt])
-    infer = {"inferSchema": "true"} if fmt == "csv" else {}
-    footer = parquet_spark_schema(files[0]) if fmt == "parquet" and not is_connect(spark) else None
-    first = None if footer else spark.read.format(fmt).options(**options, **infer).load(files[0])
-    schema = footer or first.schema
+    if fmt == "parquet":
+        first = None
+        footer = None if is_connect(spark) else parquet_spark_schema(files[0])
+        schema = footer or spark.read.format(fmt).load(files[0]).schema
+    else:
+        first = _sample(spark, files[0], fmt, options, schema)
+        schema = first.schema
     check_columns(files[0], schema.fieldNames(), required)
     kind = schema[time].dataType
+    reason = None
     if fmt != "parquet":
         kind = time_spec.kind(first, time, kind)
         schema = StructType([StructField(f.name, StringType(), True) if f.name == time else f for f in schema.fields])
+        options["columnNameOfCorruptRecord"] = CORRUPT
+        reason = REASON
     location, pattern = listing.location, listing.pattern
     if listing.is_file and stream:  # a file source watches a directory: watch the file's, for this name only
         location, _, pattern = files[0].rpartition("/")
     reader = spark.readStream.option("maxFilesPerTrigger", 1) if stream else spark.read
-    reader = reader.format(fmt).options(**options).schema(schema)
+    read_schema = schema if reason is None else StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
+    reader = reader.format(fmt).options(**options).schema(read_schema)
     if pattern is not None:
         reader = reader.option("pathGlobFilter", pattern)
-    return reader.load(location), schema, kind
+    df = reader.load(location)
+    if reason is not None:
+        df = df.withColumn(REASON, misfit_reason(fmt, F.col("_metadata.file_path"))).drop(CORRUPT)
+    return FileInput(df, schema, kind, reason)
+
+
+def _sample(spark: Any, file: str, fmt: str, options: dict[str, str], schema: Any) -> Any:
+    """The first ``SAMPLE_LINES`` lines of csv or json ``file`` as a DataFrame, of ``schema`` or of the columns they
+    show (where the session cannot read text it is given, the whole file)."""
+    lines = [row[0] for row in spark.read.text(file).limit(SAMPLE_LINES).collect()]
+    sample = sample_frame(spark, lines, fmt, options, schema)
+    if sample is not None:
+        return sample
+    reader = spark.read.format(fmt).options(**options)
+    return (reader.schema(schema) if schema is not None else reader.option("inferSchema", "true")).load(file)

@@ -58,6 +58,10 @@ class ClassicJvm:
             return False
         return True
 
+    def text_rdd(self, lines: list[str]) -> Any:
+        """``lines`` as an RDD of text, one partition (what pyspark's csv and json readers parsed before 4.2)."""
+        return self._context.parallelize(lines, 1)
+
     def _hadoop_conf(self) -> Any:
         return self._context._jsc.hadoopConfiguration()
 

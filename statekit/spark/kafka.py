@@ -15,6 +15,7 @@ from importlib.metadata import version
 from typing import Any, Mapping
 
 from .errors import InputError
+from .text_schema import CORRUPT, declared_schema, sample_frame
 
 SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 CONNECTOR_VERSION_ENV = "STATEKIT_SPARK_KAFKA_VERSION"
@@ -25,7 +26,6 @@ FORMATS = ("json", "csv")
 KAFKA_KEY, KAFKA_TIMESTAMP = "kafka_key", "kafka_timestamp"
 REASON = "_kafka_reason"
 """The column holding why a message is invalid (null: it parsed), for ``run_keyed(reason=...)``."""
-_CORRUPT = "_corrupt_record"
 _SAMPLE = 1000
 """How many of the topic's first messages a JSON value schema is inferred from."""
 _SHOWN = 80
@@ -91,20 +91,20 @@ def read_topic(spark: Any, source: KafkaInput, *, stream: bool) -> Any:
     source.check()
     schema = value_schema(spark, source)
     names = set(schema.names)
-    clash = names & {KAFKA_KEY, KAFKA_TIMESTAMP, REASON, _CORRUPT}
+    clash = names & {KAFKA_KEY, KAFKA_TIMESTAMP, REASON, CORRUPT}
     if clash:
         raise InputError(f"the value schema of topic {source.topic} has a column named {sorted(clash)[0]!r}, which "
                          f"the Kafka input adds itself: rename it in --value-schema")
-    parse_schema = StructType(list(schema.fields) + [StructField(_CORRUPT, StringType(), True)])
+    parse_schema = StructType(list(schema.fields) + [StructField(CORRUPT, StringType(), True)])
     raw = source._reader(spark, stream)
     raw = raw.load() if stream else raw.option("endingOffsets", "latest").load()
     text = F.col("value").cast("string")
-    options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
+    options = {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"}
     parsed = (F.from_json if source.fmt == "json" else F.from_csv)(text, parse_schema.simpleString(), options)
     where = F.format_string("(topic %s, partition %d, offset %d)", "topic", "partition", "offset")
-    shown = F.substring(F.col("_v." + _CORRUPT), 1, _SHOWN)
+    shown = F.substring(F.col("_v." + CORRUPT), 1, _SHOWN)
     reason = (F.when(F.col("value").isNull(), F.concat(F.lit("null message value: "), where))
-              .when(F.col("_v").isNull() | F.col("_v." + _CORRUPT).isNotNull(),
+              .when(F.col("_v").isNull() | F.col("_v." + CORRUPT).isNotNull(),
                     F.concat(F.lit(f"unparsable {source.fmt} message: "), where, F.lit(" '"),
                              F.coalesce(shown, F.substring(text, 1, _SHOWN)), F.lit("'"))))
     return (raw.select(F.col("key").cast("string").alias(KAFKA_KEY), F.col("timestamp").alias(KAFKA_TIMESTAMP),
@@ -116,21 +116,16 @@ def read_topic(spark: Any, source: KafkaInput, *, stream: bool) -> Any:
 def value_schema(spark: Any, source: KafkaInput) -> Any:
     """The values' columns as a Spark StructType: ``value_schema`` parsed, or inferred from the first messages of
     a JSON topic (an empty topic, or one with no JSON object among them, is an error asking for the schema)."""
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
     if source.value_schema:
-        try:
-            schema = DataType.fromDDL(source.value_schema)
-        except Exception as e:  # Spark's parse error names the position
-            raise InputError(f"--value-schema {source.value_schema!r} is not a list of columns: {e}") from None
-        if not isinstance(schema, StructType):
-            raise InputError(f"--value-schema {source.value_schema!r}: expected columns ('name TYPE, ...')")
-        return schema
+        return declared_schema(source.value_schema, "--value-schema")
     sample = (source._reader(spark, stream=False).option("endingOffsets", "latest").load()
               .selectExpr("CAST(value AS STRING) AS value").where("value IS NOT NULL").limit(_SAMPLE))
-    inferred = spark.read.json(sample)
-    fields = [f for f in inferred.schema.fields if f.name != _CORRUPT]
+    inferred = sample_frame(spark, [row[0] for row in sample.collect()], "json", {})
+    fields = [] if inferred is None else [f for f in inferred.schema.fields if f.name != CORRUPT]
     if not fields:
         raise InputError(f"topic {source.topic} at {source.bootstrap_servers}: no JSON object among its first "
-                         f"{_SAMPLE} messages to infer the values' columns from: pass --value-schema")
+                         f"{_SAMPLE} messages to infer the values' columns from (or a Spark Connect session "
+                         f"before pyspark 4.2, which cannot): pass --value-schema")
     return StructType(fields)

@@ -72,8 +72,9 @@ def test_read_files_gives_sparks_schema_and_rows_either_way(spark, tmp_path):
         directory.mkdir()
         pq.write_table(pa.table({"user": ["u1", "u2"], "t": pa.array([5, 7], pa.int64()), "x": extra}),
                        directory / "part-0.parquet")
-        df, schema, kind = read_files(spark, str(directory), fmt=None, time="t", required=[("user", "key")],
-                                      stream=False)
+        read = read_files(spark, str(directory), fmt=None, time="t", required=[("user", "key")], stream=False)
+        df, schema, kind = read.df, read.schema, read.kind
+        assert read.reason is None
         assert schema == spark.read.parquet(str(directory)).schema
         assert kind == schema["t"].dataType
         assert sorted(map(tuple, df.collect())) == sorted(map(tuple, spark.read.parquet(str(directory)).collect()))
