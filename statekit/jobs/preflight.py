@@ -20,7 +20,8 @@ from ..spark.columns import check_columns
 from ..spark.errors import InputError
 from ..spark.event_time import NO_DATE, PATTERNS, UNIT_NAMES, TimeSpec, apparent_unit
 from ..spark.file_order import check_file_order
-from ..spark.input_files import FORMATS, input_format, is_data_file, missing, nothing_found, split_glob
+from ..spark.input_files import (FORMATS, input_format, is_data_file, local_as_absolute, missing, nothing_found,
+                                 refuse_written_inside, split_glob)
 from ..spark.java import find_java
 from ..spark.initial_state import refuse_started
 from ..spark.kafka import KafkaInput
@@ -238,5 +239,8 @@ def preflight_sessionize(*, input: str | None, output: str, key: str, time: str,
         read = files_read(spark_dir) if mode == "stream" and local(spark_dir) else None  # else the run checks it
         check_input(input, fmt=fmt, time=time, required=required, read=read, time_spec=time_spec,
                     unit_given=unit_given)
+        if os.path.isdir(input):
+            refuse_written_inside(os.path.abspath(input), [("--output", local_as_absolute(files)), (
+                "--checkpoint", local_as_absolute(job_checkpoint(files, checkpoint)))])
     if local(files):
         check_output_is_own(files, checkpoint)

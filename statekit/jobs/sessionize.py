@@ -164,7 +164,8 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
     else:
         read = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream, time_spec=time_spec,
                            spark_checkpoint=stream_checkpoint(spark, checkpoint, spark_checkpoint) if stream else None,
-                           schema=None if input_schema is None else declared_schema(input_schema, "--schema"))
+                           schema=None if input_schema is None else declared_schema(input_schema, "--schema"),
+                           written=[("--output", output), ("--checkpoint", checkpoint)])
         df, schema, kind, reason = read.df, read.schema, read.kind, read.reason
     columns = list(dict.fromkeys([key, time] + [a.column for a in parsed if a.column]))
     bounds_unit = time_spec.bounds_unit(kind)

@@ -3,9 +3,8 @@ parquet or json, batch or streaming (a stream's files checked to be in name orde
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import urlparse
 
 from .columns import check_columns
@@ -13,7 +12,8 @@ from .errors import InputError
 from .event_time import TimeSpec
 from .file_order import check_file_order
 from .jvm import classic_jvm
-from .input_files import input_format, is_data_file, missing, nothing_found, split_glob
+from .input_files import (input_format, is_data_file, local_as_absolute, missing, name_glob, nothing_found,
+                          refuse_written_inside, split_glob)
 from .parquet_schema import parquet_spark_schema
 from .runtime import is_connect
 from .spark_checkpoint import files_read
@@ -89,11 +89,6 @@ def _checked(listing: Listing, path: str) -> Listing:
     return listing
 
 
-def local_as_absolute(path: str) -> str:
-    """A local ``path`` made absolute here: a Spark Connect server resolves a relative one in its own directory."""
-    return path if "://" in path else os.path.abspath(path)
-
-
 SAMPLE_LINES = 20_000
 """How many of the first file's lines (the header included) csv and json columns are typed from."""
 REASON = "_file_reason"
@@ -114,7 +109,7 @@ class FileInput:
 
 def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: list[tuple[str, str]],
                stream: bool, time_spec: TimeSpec = TimeSpec(), spark_checkpoint: str | None = None,
-               schema: Any = None) -> FileInput:
+               schema: Any = None, written: Sequence[tuple[str, str | None]] = ()) -> FileInput:
     """The input as a ``FileInput``. Parquet's columns come from the first file (a local one's footer, without a
     Spark job: ``parquet_schema``); csv and json columns are ``schema`` (a StructType) or typed from the first
     ``SAMPLE_LINES`` lines of the first file, never from a pass over all of it. Their time column is read as
@@ -123,7 +118,7 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
     whose header does not name the columns in their order fails the run. A stream's files not read yet must have
     modification times in name order (``file_order``); ``spark_checkpoint``: the Spark checkpoint of the stream a
     run resumes, whose file source lists the files read already. ``required``: (column, what it is for) pairs
-    that must exist."""
+    that must exist; ``written``: (flag, location) of what the run writes, refused inside an input directory."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -152,13 +147,17 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
         options["columnNameOfCorruptRecord"] = CORRUPT
         reason = REASON
     location, pattern = listing.location, listing.pattern
-    if listing.is_file and stream:  # a file source watches a directory: watch the file's, for this name only
-        location, _, pattern = files[0].rpartition("/")
+    if pattern is None and not listing.is_file:
+        refuse_written_inside(location, [(flag, local_as_absolute(w)) for flag, w in written if w is not None])
+    if listing.is_file and stream:  # a file source lists a directory or a glob: a glob of this file alone
+        location, _, name = files[0].rpartition("/")
+        pattern = name_glob(name)
     reader = spark.readStream.option("maxFilesPerTrigger", 1) if stream else spark.read
     read_schema = schema if reason is None else StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
     reader = reader.format(fmt).options(**options).schema(read_schema)
-    if pattern is not None:
-        reader = reader.option("pathGlobFilter", pattern)
+    if pattern is not None:  # the glob lists its directory's level only (not an output below it)
+        reader = reader.option("basePath", location)
+        location = f"{location.rstrip('/')}/{pattern}"
     df = reader.load(location)
     if reason is not None:
         df = df.withColumn(REASON, misfit_reason(fmt, F.col("_metadata.file_path"))).drop(CORRUPT)

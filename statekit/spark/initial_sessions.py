@@ -15,7 +15,8 @@ from typing import Any
 from ..operators.aggregates.builtin_aggregates import AGGREGATES
 from .errors import InputError
 from .event_time import MILLIS, TimeSpec
-from .files import data_files, local_as_absolute
+from .files import data_files
+from .input_files import local_as_absolute
 from .input_files import FORMATS, input_format
 from .records import TIME_BOUND
 from .schemas import declared_type

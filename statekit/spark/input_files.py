@@ -5,6 +5,7 @@ check before Spark starts (``jobs.preflight``, local files) and the reader (``fi
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections import Counter
 from typing import Sequence
@@ -13,6 +14,11 @@ from urllib.parse import unquote, urlparse
 from .errors import InputError
 
 FORMATS = ("csv", "parquet", "json")
+
+
+def local_as_absolute(path: str) -> str:
+    """A local ``path`` made absolute here: a Spark Connect server resolves a relative one in its own directory."""
+    return path if "://" in path else os.path.abspath(path)
 
 
 def is_glob(path: str) -> bool:
@@ -26,6 +32,29 @@ def split_glob(path: str) -> tuple[str, str | None]:
     if not is_glob(name):
         return path, None
     return head or ("/" if sep else "."), name
+
+
+def name_glob(name: str) -> str:
+    """A glob matching file name ``name`` alone: its glob characters escaped, and its last one in brackets (or
+    escaped), so that Hadoop reads it as a glob (a stream's file source lists a glob, never a file)."""
+    escaped = "".join("\\" + c if c in _GLOB_CHARS else c for c in name[:-1])
+    last = name[-1]
+    return escaped + (f"[{last}]" if last.isalnum() else "\\" + last)
+
+
+_GLOB_CHARS = frozenset("\\*?[]{},")
+
+
+def refuse_written_inside(directory: str, written: Sequence[tuple[str, str | None]]) -> None:
+    """``InputError`` when a location the run writes (``(flag, location)`` pairs: its output, its checkpoint)
+    lies inside input ``directory``, whose files Spark's readers list at every depth: the run would read what it
+    writes. (A glob of the directory's files lists that level only.)"""
+    inside = directory.rstrip("/") + "/"
+    for flag, location in written:
+        if location is not None and (location.rstrip("/") + "/").startswith(inside):
+            raise InputError(f"{flag} {location} is inside the input directory {directory}, whose files Spark reads "
+                             f"at every depth: the run would read what it writes. Put it elsewhere, or pass the "
+                             f"input as a glob of its files ('{inside}*.csv')")
 
 
 def is_data_file(name: str) -> bool:
