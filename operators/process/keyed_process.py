@@ -6,6 +6,7 @@ from typing import Any, Iterable
 
 from statekit import VOID_NAMESPACE, KeyedStateBackend, State, StateDescriptor, Timer
 from statekit.descriptors import qualified_name
+from statekit.logical_snapshot import LogicalSnapshot
 
 from ..batching import group_by_key
 from ..functions import KeyedProcessFunction
@@ -94,6 +95,11 @@ class KeyedProcessOperator(KeyedOperator):
         self._svc = backend.timer_service(TIMER_SERVICE, self)
         self._ctx = ProcessContext(backend, TimerService(self._svc))
         self.function.open(self._ctx)
+
+    def restore_logical(self, snapshot: LogicalSnapshot) -> None:
+        """Its backend's states and timers from a logical snapshot (``KeyedStateBackend.restore_logical``): a job
+        started from state given as data (``statekit.spark.write_checkpoint``)."""
+        self._backend.restore_logical(snapshot)
 
     def close(self) -> None:
         self.function.close()

@@ -19,13 +19,14 @@ from ..spark import RunSummary, resolve_config, run_keyed, warm_up_workers
 from ..spark.stream_location import stream_checkpoint
 from ..spark.event_time import TimeSpec, from_millis
 from ..spark.files import read_files
-from ..spark.initial_sessions import initial_sessions, session_state_columns
+from ..spark.initial_sessions import SessionRestore, initial_sessions, session_state_columns
 from ..spark.initial_state import InitialState, refuse_started
 from ..spark.input_files import FORMATS
 from ..spark.columns import check_columns
 from ..spark.kafka import REASON, KafkaInput, read_topic
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
+from ..spark.state_sessions import recorded_bounds
 from ..spark.text_schema import declared_schema
 from ..spark.sinks import DeltaSink
 from .aggregates import RowAggregate, parse_aggs
@@ -66,6 +67,20 @@ class SessionOperatorFactory:
                               invalid_output_tag=INVALID_TAG, state_layout=self.state_layout)
 
 
+def recorded_sessions(checkpoint: str, gap: int | str) -> SessionOperatorFactory:
+    """The session operator of the sessionize job ``checkpoint`` records (its aggregates and their versions, its
+    layout, its bounds' unit), with sessions of ``gap`` (a changed gap is carried): what
+    ``statekit.spark.write_checkpoint`` writes that job's state with."""
+    job = JobRecord(checkpoint).read() or {}
+    state = (job.get("operator") or {}).get("state", {})
+    found = RowAggregate.recorded(state.get("function"), [c for c, _ in job.get("columns", [])])
+    if found is None or state.get("assigner") != "EventTimeSessionWindows":
+        raise ValueError(f"checkpoint {checkpoint} records no sessionize job (its operator: {state or 'none'})")
+    return SessionOperatorFactory(session_gap_ms(gap), tuple((k, p) for k, p in state["function"]["aggregates"]),
+                                  found.names, found.version, tuple(sorted(found.earlier.items())),
+                                  state_layout_of(job["operator"]), recorded_bounds(job)[1])
+
+
 def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
                           migrate: bool) -> tuple[int, dict[int, tuple[str, ...]]]:
     """This run's accumulator version and the earlier versions' aggregate names, from the job its
@@ -79,22 +94,6 @@ def accumulator_evolution(recorded: dict[str, Any] | None, names: list[str],
     if not migrate or found.names == tuple(names):
         return found.version, found.earlier
     return found.version + 1, {**found.earlier, found.version: found.names}
-
-
-@dataclass(frozen=True)
-class SessionRestore:
-    """Puts a task's rows of a table of open sessions (``--initial-state``) into the session operator: the key,
-    ``window_start`` and ``window_end`` in milliseconds, and the ``state`` columns, each aggregate of ``aggs``'
-    ``STATE_FIELDS`` in order, which make the accumulators (``RowAggregate.accumulators_of``)."""
-
-    aggs: tuple[tuple[str, int | None], ...]
-    state: tuple[str, ...]
-
-    def __call__(self, operator: Any, table: Any) -> int:
-        accumulators = RowAggregate(list(self.aggs)).accumulators_of(
-            [table.column(c).to_pylist() for c in self.state], table.num_rows)
-        return operator.restore_sessions(table.column(0).to_pylist(), table.column("window_start").to_pylist(),
-                                         table.column("window_end").to_pylist(), accumulators)
 
 
 class SessionRows(WindowColumnsFunction):

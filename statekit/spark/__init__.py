@@ -17,7 +17,8 @@ from .session import DEFAULT_MASTER, spark_session
 from .output_dir import METRICS_FILE, OutputDir
 from .sinks import DeltaSink, EpochSink, FunctionSink
 from .read_state import read_state_df
+from .state_transform import read_states, write_checkpoint
 
 __all__ = ["DEFAULT_MASTER", "EpochLog", "EpochRecord", "FAULT_ENV", "Fault", "InjectedFault", "InputError",
            "DeltaSink", "EpochSink", "FunctionSink", "JavaNotFoundError", "KafkaInput", "KafkaSink", "LATE_TAG", "METRICS_FILE", "OutputDir", "RunSummary", "StopRequested", "find_java",
-           "kafka_conf", "read_state_df", "read_topic", "resolve_config", "run_keyed", "spark_session", "warm_up_workers"]
+           "kafka_conf", "read_state_df", "read_states", "read_topic", "resolve_config", "run_keyed", "spark_session", "warm_up_workers", "write_checkpoint"]

@@ -137,10 +137,12 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
 
 def _run_epochs(runner: EpochRunner, settings: JobSettings, source: Any, initial_state: InitialState | None,
                 trigger: str, trigger_interval: str) -> None:
-    """The run's epochs: the initial state's first, then one for the batch input or per streaming batch, then
-    the final one (``final``, or a batch input)."""
+    """The run's epochs: the initial state's first (alone when it says ``only``), then one for the batch input or
+    per streaming batch, then the final one (``final``, or a batch input)."""
     if initial_state is not None and runner.resumed_after is None:  # (else check_epochs rebuilt its lost record)
         runner.run(initial_state.df, initial=(initial_state, initial_state.job(runner.job, settings.arrow)))
+    if initial_state is not None and initial_state.only:
+        return
     if settings.mode == "batch":
         try:
             runner.run(source)

@@ -99,6 +99,11 @@ class TimeSpec:
         return {k: v for k, v in (("unit", self.unit), ("format", self.format), ("zone", self.zone))
                 if v != getattr(TimeSpec, k)}
 
+    @classmethod
+    def recorded(cls, time: dict[str, Any]) -> TimeSpec:
+        """The spec a checkpoint's job record keeps (its ``time`` entry, ``describe``'s settings in it)."""
+        return cls(**{k: time[k] for k in ("unit", "format", "zone") if k in time})
+
     def check(self, spark: Any, column: str, dtype: Any) -> None:
         """Refuse a time column of a type that holds no time (boolean, binary, struct...), a ``format`` for a
         column that is not text, and one that is not a datetime pattern, before anything runs."""

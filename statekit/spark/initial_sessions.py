@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..operators import RowAggregate
 from ..operators.aggregates.builtin_aggregates import AGGREGATES
 from .errors import InputError
 from .event_time import MILLIS, TimeSpec
@@ -33,6 +34,22 @@ class StateColumn:
     name: str
     dtype: Any
     nullable: bool = True
+
+
+@dataclass(frozen=True)
+class SessionRestore:
+    """Puts a task's rows of a table of open sessions (``--initial-state``) into the session operator: the key,
+    ``window_start`` and ``window_end`` in milliseconds, and the ``state`` columns, each aggregate of ``aggs``'
+    ``STATE_FIELDS`` in order, which make the accumulators (``RowAggregate.accumulators_of``)."""
+
+    aggs: tuple[tuple[str, int | None], ...]
+    state: tuple[str, ...]
+
+    def __call__(self, operator: Any, table: Any) -> int:
+        accumulators = RowAggregate(list(self.aggs)).accumulators_of(
+            [table.column(c).to_pylist() for c in self.state], table.num_rows)
+        return operator.restore_sessions(table.column(0).to_pylist(), table.column("window_start").to_pylist(),
+                                         table.column("window_end").to_pylist(), accumulators)
 
 
 def session_state_columns(input_schema: Any, key: str, aggs: list[tuple[str, str | None]], bounds: Any) -> list[StateColumn]:
@@ -89,29 +106,34 @@ def initial_sessions(spark: Any, path: str, fmt: str | None, columns: list[State
     """The open sessions of the table at ``path`` as a DataFrame of ``columns`` (the key, ``window_start`` and
     ``window_end`` in milliseconds, then the aggregates' state columns) and ``MILLIS``, each session's last record
     (its end minus the gap); ``InputError`` naming the column or the row when the table does not fit."""
+    return checked_sessions(read_table(spark, path, fmt), f"--initial-state {path}", columns, gap_ms, time_spec)
+
+
+def checked_sessions(table: Any, where: str, columns: list[StateColumn], gap_ms: int, time_spec: TimeSpec) -> Any:
+    """``initial_sessions`` of a DataFrame ``table`` (``where`` names it in errors: a file or table the rows come
+    from is named with each bad row)."""
     from pyspark.sql import functions as F
 
-    table = read_table(spark, path, fmt)
     names = [c.name for c in columns]
     missing = [n for n in names if n not in table.columns]
     extra = [n for n in table.columns if n not in names and n != PARTITION_COLUMN]
     if missing or extra:
         said = f"has no column {', '.join(map(repr, missing))}" if missing else f"has columns the job does not: {extra}"
-        raise InputError(f"--initial-state {path} {said}; a table of open sessions has the columns {names} (the key, "
+        raise InputError(f"{where} {said}; a table of open sessions has the columns {names} (the key, "
                          f"the window bounds, each aggregate's result, and for avg its accumulator: avg_COL_sum, "
                          f"avg_COL_count)")
     table = table.withColumn(_FILE, F.input_file_name())
     key, start, end = columns[:3]
-    converted = [_key(table, key, path)] + [_bounds(table, c, time_spec, path) for c in (start, end)]
-    converted += [_value(table, c, path) for c in columns[3:]]
+    converted = [_key(table, key, where)] + [_bounds(table, c, time_spec, where) for c in (start, end)]
+    converted += [_value(table, c, where) for c in columns[3:]]
     checked = table.select(*[F.col(c.name).alias(f"_in{i}") for i, c in enumerate(columns)], _FILE,
                            *[v.alias(c.name) for v, c in zip(converted, columns)])
-    _refuse_bad_rows(checked, columns, gap_ms, path)
+    _refuse_bad_rows(checked, columns, gap_ms, where)
     return checked.select(*names, (F.col(end.name) - F.lit(gap_ms)).alias(MILLIS))
 
 
 def _type_error(path: str, column: StateColumn, actual: Any) -> InputError:
-    return InputError(f"--initial-state {path}: column {column.name!r} has type {actual.simpleString()}; the job "
+    return InputError(f"{path}: column {column.name!r} has type {actual.simpleString()}; the job "
                       f"reads it as {column.dtype.simpleString()} (or text that converts to it)")
 
 
@@ -192,7 +214,7 @@ def _refuse_bad_rows(checked: Any, columns: list[StateColumn], gap_ms: int, path
     count = bad.count()
     rows = f"{count:,} rows are" if count > 1 else "1 row is"
     names = [c.name for c in columns[:3]]
-    raise InputError(f"--initial-state {path}: {rows} not an open session, nothing was written; the first: "
-                     f"{first[_FILE]}: {names[0]}={first['_s0']}, {names[1]}={first['_s1']}, {names[2]}="
+    raise InputError(f"{path}: {rows} not an open session, nothing was written; the first: "
+                     f"{first[_FILE] + ': ' if first[_FILE] else ''}{names[0]}={first['_s0']}, {names[1]}={first['_s1']}, {names[2]}="
                      f"{first['_s2']}: {first['why']}")
 

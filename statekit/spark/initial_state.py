@@ -24,10 +24,12 @@ class InitialState:
     the next epoch's watermark follows). ``restore(operator, table)`` puts a task's rows (a pyarrow table of
     ``df``'s columns but MILLIS, in MILLIS order) into its operator, freshly opened on an empty backend, and
     returns how many keys it gave state. Its rows are checked before: a row the task cannot restore fails the
-    epoch, and nothing of it is committed."""
+    epoch, and nothing of it is committed. ``only``: the run commits this epoch and ends, its input unread and
+    no final epoch run (a checkpoint written offline, ``state_transform.write_checkpoint``)."""
 
     df: Any
     restore: Callable[[Any, Any], int]
+    only: bool = False
 
     def job(self, job: JobPlan, arrow: Callable[[Any], Any]) -> JobPlan:
         """``job`` as its first epoch runs: its rows are this table's (``arrow``: a Spark schema as Spark's

@@ -18,7 +18,7 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, default=repr)
 
 
-def _key(spark: Any) -> bytes | None:
+def checkpoint_key(spark: Any) -> bytes | None:
     """The checkpoint key the session's conf names (``spark.statekit.checkpoint_key``), as a run takes it."""
     return (spark.conf.get(KEY_SPARK_CONF, None) or "").encode() or None
 
@@ -30,5 +30,5 @@ def read_state_df(spark: Any, checkpoint: str, operator: str, state: str, epoch:
     job = JobRecord(checkpoint).read() or {}
     described = job.get("operator") if job.get("operator_id") == operator else None
     rows = [(r["key_group"], _text(r["key"]), _text(r["namespace"]), _text(readable_state(described, state, r["value"])),
-             r["ttl_timestamp"]) for r in read_state(checkpoint, operator, state, epoch, key=_key(spark))]
+             r["ttl_timestamp"]) for r in read_state(checkpoint, operator, state, epoch, key=checkpoint_key(spark))]
     return spark.createDataFrame(rows, STATE_SCHEMA)

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 from ..checkpoint import Storage
 from ..operators import gc_paused
-from .errors import InjectedFault
+from .errors import InjectedFault, InputError
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import FUTURE_REASON, MARK, PART, SEQ, TS, WHY
 from .runtime import executor_pid, open_run, task_scope
@@ -79,6 +79,9 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
         raise RuntimeError(f"epoch {epoch.epoch} partition {index}: received rows routed to another partition")
     why = rows.column(WHY)
     invalid = rows.filter(pc.is_valid(why))
+    if epoch.restore is not None and invalid.num_rows:  # an initial state is checked before: never half put in
+        raise InputError(f"epoch {epoch.epoch} partition {index}: {invalid.num_rows} rows of the initial state are "
+                         f"not state (the first: {invalid.column(WHY)[0].as_py()}); not committing")
     valid = rows.select([*job.columns, TS, SEQ]).filter(pc.is_null(why))
     del rows, why
     order = pc.sort_indices(valid, [(TS, "ascending"), (SEQ, "ascending")])  # replay-stable order
