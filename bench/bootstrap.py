@@ -189,6 +189,8 @@ def check_output(path: str, reference: dict[str, np.ndarray]) -> tuple[int, str]
     try:
         ids = pc.cast(pc.utf8_slice_codeunits(table["user_id"], 1), pa.int64()).to_numpy()
     except pa.ArrowInvalid:
+        ids = None
+    if ids is None or not pc.all(pc.starts_with(table["user_id"], "u")).as_py():
         return table.num_rows, "DIFFERS: keys that are not the input's"
     order = np.lexsort((table["window_start"].to_numpy(), ids))
     got = {"id": ids[order], **{c: table[c].to_numpy()[order] for c in list(reference)[1:]}}
@@ -251,7 +253,8 @@ def _measure(root: Path, n: int, name: str, reference: dict[str, np.ndarray]) ->
     res["checkpoint_bytes"] = tree_bytes(work / "checkpoint")
     for f in sorted((root / "next").iterdir()):
         os.link(f, work / "input" / f.name)
-    resumed, resume_peak = run_isolated(run_sessionize, Job(job.input_dir, job.output, job.checkpoint, True))
+    with watched(lambda: committed(str(work)), len(given) + NEXT_FILES, f"{RUNS[name]}, {n:,} open sessions: resumed"):
+        resumed, resume_peak = run_isolated(run_sessionize, Job(job.input_dir, job.output, job.checkpoint, True))
     res["resume"] = {**resumed, "peak_mib": resume_peak.mib()}
     res["sessions"], res["check"] = check_output(job.output, reference)
     shutil.rmtree(work, ignore_errors=True)
