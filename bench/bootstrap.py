@@ -202,8 +202,8 @@ def check_output(path: str, reference: dict[str, np.ndarray]) -> tuple[int, str]
     wrong |= table["avg_value"].to_numpy()[order] != reference["sum_value"] / reference["count"]
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
-        return len(ids), (f"DIFFERS: {int(wrong.sum()):,} sessions differ from the reference; the first: "
-                          f"{ {c: int(v[i]) for c, v in got.items()} } against { {c: int(v[i]) for c, v in reference.items()} }")
+        first, want = ({c: int(v[i]) for c, v in cols.items()} for cols in (got, reference))
+        return len(ids), f"DIFFERS: {int(wrong.sum()):,} sessions differ from the reference; the first: {first} against {want}"
     return len(ids), "the sessions of the whole input"
 
 

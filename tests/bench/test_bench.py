@@ -16,7 +16,7 @@ from statekit.bench import PARTS
 from statekit.bench.open_sessions import ROLES as OPEN_SESSIONS_ROLES
 from statekit.bench.spark import FLOOR, QUICK
 
-pytestmark = pytest.mark.slow  # the bench's own smoke run: thirteen Spark applications
+pytestmark = pytest.mark.slow  # the bench's own smoke run: a Spark application per run of spark, open-sessions, bootstrap
 
 SIZES = f"{QUICK['events']:,} events, {QUICK['users'][0]:,} users"
 SPARK_TAGS = [f"({SIZES})", f"(plain, {SIZES})", f"(vectorized, {SIZES})"]
