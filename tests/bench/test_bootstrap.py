@@ -23,6 +23,7 @@ from statekit.bench.bootstrap import (BASE_MS, QUICK_SIZES, RUNS, check_output, 
 from statekit.bench.common import GAP_MS, PeakRSS, clicks
 from statekit.bench.spark import DELAY_MS
 from statekit.clickstream import Click, sessionize_reference
+from tests.bench_support import run_in_process
 
 MIB = 1 << 20
 
@@ -86,26 +87,17 @@ def test_the_next_input_continues_restarts_and_starts_sessions():
 @pytest.fixture
 def in_process(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """``run_isolated`` of the part run in this process (the calls recorded)."""
-    calls: list[tuple] = []
-
-    def run_here(fn, *args):
-        calls.append((fn.__name__, *args))
-        return fn(*args), PeakRSS()
-
-    monkeypatch.setattr(bootstrap, "run_isolated", run_here)
-    return calls
+    return run_in_process(monkeypatch, bootstrap)
 
 
 def test_the_files_are_kept_and_written_anew_when_incomplete(tmp_path, in_process):
-    root = inputs(tmp_path, 30, 10)
-    assert root == tmp_path / "users-30-epoch-10" and len(in_process) == 1
-    assert inputs(tmp_path, 30, 10) == root and len(in_process) == 1  # kept
-    os.remove(root / "history" / "part-00002.parquet")
-    inputs(tmp_path, 30, 10)
-    assert len(in_process) == 2 and (root / "history" / "part-00002.parquet").exists()
-    (root / "done.json").write_text(json.dumps({"users": 30}))
-    inputs(tmp_path, 30, 10)
-    assert len(in_process) == 3
+    roots = [inputs(tmp_path, 30, 10) for _ in range(2)]
+    assert roots == [tmp_path / "users-30-epoch-10"] * 2 and len(in_process) == 1  # kept
+    for missing in ("table.parquet", "next/part-00008.parquet", "done.json"):
+        os.remove(roots[0] / missing)
+        inputs(tmp_path, 30, 10)
+        assert (roots[0] / missing).exists()
+    assert len(in_process) == 4
 
 
 def _write_output(path: Path, rows: list[tuple]) -> str:
