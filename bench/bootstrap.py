@@ -2,7 +2,7 @@
 --initial-state TABLE`` on a new checkpoint next to ``statekit sessionize`` over the history, at 10^6 and 10^7
 open sessions (time, peak RSS of the process tree, checkpoint bytes).
 
-The history: N users click ``HISTORY_CLICKS`` times each within ``SPREAD_MS`` of event time (gap 30 s: every
+The history: N users click ``HISTORY_CLICKS`` times each (``--history-clicks``) within ``SPREAD_MS`` of event time (gap 30 s: every
 session is still open when it ends), in parquet files of ``EPOCH`` records, one epoch each. The table: the
 history's sessions in the ``--initial-state`` shape (key, bounds, ``sum_value``, ``count``, avg's accumulator
 ``avg_value_sum``, ``avg_value_count``), computed by numpy in the generator's process, not by statekit, so that
@@ -39,12 +39,12 @@ from .spark import DELAY_MS, MASTER, PARTITIONS, SETTINGS, java_version
 SIZES = (1_000_000, 10_000_000)
 QUICK_SIZES = (20_000,)
 HISTORY_CLICKS = 2
-"""Clicks per user in the history, ``SPREAD_MS / HISTORY_CLICKS`` apart: the shortest history whose sessions merge
-clicks; a real one is longer, and only the replay's cost grows with it."""
+"""Clicks per user in the history by default, ``SPREAD_MS / HISTORY_CLICKS`` apart: the shortest history whose
+sessions merge clicks; a real one is longer, and only the replay's cost grows with it."""
 NEXT_FILES = 2
-CONTINUE_MS = (SPREAD_MS + 1_000, SPREAD_MS + 19_000)
+CONTINUE_MS = (SPREAD_MS + 1_000, GAP_MS)
 """Next input's first file: times after the history's last click and within the gap of every user's last one
-(at least ``SPREAD_MS / HISTORY_CLICKS`` after the start), so an existing user's click continues its session."""
+(at the history's start or later), so an existing user's click continues its session."""
 RESTART_MS = (SPREAD_MS + GAP_MS + 1_000, SPREAD_MS + GAP_MS + 19_000)
 """Next input's second file: more than the gap after every history click (an existing user's next session),
 and after the first file's watermark (none late)."""
@@ -81,8 +81,8 @@ def _write(path: Path, table: pa.Table, mtime: float) -> None:
     os.utime(path, (mtime, mtime))
 
 
-def write_inputs(root: str, n: int, epoch: int) -> None:
-    """Write under ``root``: ``history/`` (``n`` users' ``HISTORY_CLICKS`` clicks in files of ``epoch``, times
+def write_inputs(root: str, n: int, epoch: int, clicks: int) -> None:
+    """Write under ``root``: ``history/`` (``n`` users' ``clicks`` clicks each in files of ``epoch``, times
     rising across them, each file shuffled), ``next/`` (``NEXT_FILES`` files continuing users' sessions, starting
     their next ones and new users'), ``empty/`` (a file of no rows sorting before ``next/``'s: a bootstrap run's
     input), ``table.parquet`` (the history's open sessions), ``reference.parquet`` (the sessions of history and
@@ -91,7 +91,7 @@ def write_inputs(root: str, n: int, epoch: int) -> None:
     root_path = Path(root)
     for d in ("history", "next", "empty"):
         (root_path / d).mkdir(parents=True)
-    ids = np.tile(np.arange(n, dtype=np.int64), HISTORY_CLICKS)
+    ids = np.tile(np.arange(n, dtype=np.int64), clicks)
     ts = BASE_MS + np.arange(len(ids), dtype=np.int64) * SPREAD_MS // len(ids)  # click j of user i: rank j*n+i
     values = rng.integers(1, 10, len(ids), dtype=np.int64)
     files = -(-len(ids) // epoch)
@@ -111,7 +111,7 @@ def write_inputs(root: str, n: int, epoch: int) -> None:
     whole = [np.concatenate([history_column, *(clicks[k] for clicks in nexts)])
              for k, history_column in enumerate((ids, ts, values))]
     pq.write_table(pa.table(sessions_of(*whole)), root_path / "reference.parquet")
-    (root_path / "done.json").write_text(json.dumps(_marker(n, epoch)))
+    (root_path / "done.json").write_text(json.dumps(_marker(n, epoch, clicks)))
 
 
 def next_clicks(rng: np.random.Generator, n: int, k: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -127,16 +127,16 @@ def next_clicks(rng: np.random.Generator, n: int, k: int) -> list[tuple[np.ndarr
     return out
 
 
-def _marker(n: int, epoch: int) -> dict:
-    return {"version": DATA_VERSION, "users": n, "epoch": epoch, "seed": SEED,
-            "history_files": -(-n * HISTORY_CLICKS // epoch), "next_files": NEXT_FILES}
+def _marker(n: int, epoch: int, clicks: int) -> dict:
+    return {"version": DATA_VERSION, "users": n, "epoch": epoch, "clicks": clicks, "seed": SEED,
+            "history_files": -(-n * clicks // epoch), "next_files": NEXT_FILES}
 
 
-def inputs(data_dir: Path, n: int, epoch: int) -> Path:
-    """The directory of ``n`` users' files in epochs of ``epoch``: the cached one when its ``done.json`` (written
+def inputs(data_dir: Path, n: int, epoch: int, clicks: int) -> Path:
+    """The directory of ``n`` users' ``clicks`` each in files of ``epoch``: the cached one when its ``done.json`` (written
     last) says so and the files are there, else written anew by ``write_inputs`` in a fresh process."""
-    root = data_dir / f"users-{count_tag(n)}-epoch-{count_tag(epoch)}"
-    marker = _marker(n, epoch)
+    root = data_dir / f"users-{count_tag(n)}-epoch-{count_tag(epoch)}-clicks-{clicks}"
+    marker = _marker(n, epoch, clicks)
     try:
         cached = (json.loads((root / "done.json").read_text()) == marker
                   and len(os.listdir(root / "history")) == marker["history_files"]
@@ -145,7 +145,7 @@ def inputs(data_dir: Path, n: int, epoch: int) -> Path:
         cached = False
     if not cached:
         shutil.rmtree(root, ignore_errors=True)
-        run_isolated(write_inputs, str(root), n, epoch)
+        run_isolated(write_inputs, str(root), n, epoch, clicks)
     return root
 
 
@@ -173,6 +173,7 @@ def run_sessionize(job: Job) -> dict:
         mode="stream", trigger="available-now", final=job.final, initial_state=job.initial_state))
     spark.stop()
     return {"seconds": seconds, "batches": len(summary.epochs), "restored": summary.total("restored"),
+            "epoch_seconds": summary.total("seconds"), "first_epoch_seconds": summary.epochs[0]["seconds"],
             "late": summary.total("late"), "invalid": summary.total("invalid")}
 
 
@@ -203,23 +204,25 @@ def check_output(path: str, reference: dict[str, np.ndarray]) -> tuple[int, str]
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
         first, want = ({c: int(v[i]) for c, v in cols.items()} for cols in (got, reference))
-        return len(ids), f"DIFFERS: {int(wrong.sum()):,} sessions differ from the reference; the first: {first} against {want}"
+        return len(ids), (f"DIFFERS: {int(wrong.sum()):,} sessions differ from the reference; the first: {first} "
+                          f"against {want}")
     return len(ids), "the sessions of the whole input"
 
 
-def report_name(sizes: list[int] | None) -> str:
-    """``bootstrap``, or with sizes other than the default's ``bootstrap-1m-10m``."""
-    return "-".join(["bootstrap", *(count_tag(n) for n in sizes or ())])
+def report_name(sizes: list[int] | None, clicks: int | None) -> str:
+    """``bootstrap`` and what differs from a default run: ``bootstrap-1m-clicks-10``."""
+    return "-".join(["bootstrap", *(count_tag(n) for n in sizes or ()), *([f"clicks-{clicks}"] if clicks else [])])
 
 
-def run(quick: bool = False, bootstrap_sessions: list[int] | None = None,
+def run(quick: bool = False, bootstrap_sessions: list[int] | None = None, history_clicks: int | None = None,
         data_dir: Path = Path("bench-out", "bootstrap-data")) -> BenchReport:
-    """Replay and bootstrap at each size of ``bootstrap_sessions`` (default ``SIZES``, quick ``QUICK_SIZES``),
-    each checkpoint then resumed with ``--final`` on the next input and its output checked."""
+    """Replay and bootstrap at each size of ``bootstrap_sessions`` (default ``SIZES``, quick ``QUICK_SIZES``) of a
+    history of ``history_clicks`` per user (default ``HISTORY_CLICKS``), each checkpoint then resumed with
+    ``--final`` on the next input and its output checked."""
     sizes = bootstrap_sessions or list(QUICK_SIZES if quick else SIZES)
-    epoch = QUICK_EPOCH if quick else EPOCH
-    rep = BenchReport(report_name(bootstrap_sessions), params={
-        "open_sessions": sizes, "history_clicks_per_user": HISTORY_CLICKS, "epoch_records": epoch,
+    epoch, clicks = QUICK_EPOCH if quick else EPOCH, history_clicks or HISTORY_CLICKS
+    rep = BenchReport(report_name(bootstrap_sessions, history_clicks), params={
+        "open_sessions": sizes, "history_clicks_per_user": clicks, "epoch_records": epoch,
         "next_files": NEXT_FILES, "master": MASTER, "partitions": PARTITIONS, "java": java_version(),
         "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "spread_ms": SPREAD_MS, "format": "parquet",
         "aggs": list(AGGS), "backend": BACKEND, "state_layout": default_state_layout(BACKEND), "rss_sample_s": 0.2,
@@ -229,7 +232,7 @@ def run(quick: bool = False, bootstrap_sessions: list[int] | None = None,
     data_dir.mkdir(parents=True, exist_ok=True)
     results = {}
     for n in sizes:
-        root = inputs(data_dir, n, epoch)
+        root = inputs(data_dir, n, epoch, clicks)
         table = pq.read_table(root / "reference.parquet")
         reference = {c: table[c].to_numpy() for c in table.column_names}
         results[n] = {name: _measure(root, n, name, reference) for name in RUNS}
@@ -301,7 +304,10 @@ def _speedup(speedup: float) -> str:
 
 
 def _timing(name: str, res: dict) -> str:
-    """A run's seconds and epochs, then its resume's."""
+    """A run's seconds, epochs (the first's seconds: the bootstrap's from the table) and the rest (the query's
+    start, and for the bootstrap the table's check), then its resume's."""
     resume = res["resume"]
-    return (f"{name} {res['seconds']:.1f} s in {res['batches']} epochs, its resume {resume['seconds']:.1f} s in "
-            f"{resume['batches']} ({resume['late']:,} late, {resume['invalid']:,} invalid)")
+    return (f"{name} {res['seconds']:.1f} s: {res['batches']} epochs {res['epoch_seconds']:.1f} s (the first "
+            f"{res['first_epoch_seconds']:.1f} s), the rest {res['seconds'] - res['epoch_seconds']:.1f} s; its resume "
+            f"{resume['seconds']:.1f} s in {resume['batches']} epochs ({resume['late']:,} late, "
+            f"{resume['invalid']:,} invalid)")
