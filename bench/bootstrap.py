@@ -2,8 +2,8 @@
 --initial-state TABLE`` on a new checkpoint next to ``statekit sessionize`` over the history, at 10^6 and 10^7
 open sessions (time, peak RSS of the process tree, checkpoint bytes).
 
-The history: N users click ``HISTORY_CLICKS`` times each (``--history-clicks``) within ``SPREAD_MS`` of event time (gap 30 s: every
-session is still open when it ends), in parquet files of ``EPOCH`` records, one epoch each. The table: the
+The history: N users click ``HISTORY_CLICKS`` times each (``--history-clicks``) within ``SPREAD_MS`` of event
+time (gap 30 s: every session is still open when it ends), in parquet files of ``EPOCH`` records, one epoch each. The table: the
 history's sessions in the ``--initial-state`` shape (key, bounds, ``sum_value``, ``count``, avg's accumulator
 ``avg_value_sum``, ``avg_value_count``), computed by numpy in the generator's process, not by statekit, so that
 the bootstrap depends on no replay. Then both checkpoints resume with ``--final`` on the next input (two files:
@@ -133,8 +133,8 @@ def _marker(n: int, epoch: int, clicks: int) -> dict:
 
 
 def inputs(data_dir: Path, n: int, epoch: int, clicks: int) -> Path:
-    """The directory of ``n`` users' ``clicks`` each in files of ``epoch``: the cached one when its ``done.json`` (written
-    last) says so and the files are there, else written anew by ``write_inputs`` in a fresh process."""
+    """The directory of ``n`` users' ``clicks`` each in files of ``epoch``: the cached one when its ``done.json``
+    (written last) says so and the files are there, else written anew by ``write_inputs`` in a fresh process."""
     root = data_dir / f"users-{count_tag(n)}-epoch-{count_tag(epoch)}-clicks-{clicks}"
     marker = _marker(n, epoch, clicks)
     try:

@@ -193,7 +193,8 @@ def test_quick_run_resumes_both_checkpoints_to_the_whole_inputs_sessions(tmp_pat
     speedup = figures[f"speedup of bootstrap over replay, {tag}"]["rocksdb"]
     assert speedup == pytest.approx(figures[f"seconds, {tag}"]["baseline"] / figures[f"seconds, {tag}"]["rocksdb"])
     sessions = figures[f"sessions after the resume, {tag}"]
-    reference = pq.read_table(tmp_path / "bootstrap-data" / "users-20k-epoch-10k-clicks-2" / "reference.parquet").num_rows
+    files = tmp_path / "bootstrap-data" / "users-20k-epoch-10k-clicks-2"
+    reference = pq.read_table(files / "reference.parquet").num_rows
     assert sessions["rocksdb"] == sessions["baseline"] == reference > n
     assert sessions["notes"].count("the sessions of the whole input") == 2, sessions["notes"]
     assert (tmp_path / "bootstrap.md").read_text().count("\n|") == 2 + len(figures)
