@@ -6,9 +6,10 @@ The history: N users click ``HISTORY_CLICKS`` times each (``--history-clicks``) 
 time (gap 30 s: every session is still open when it ends), in parquet files of ``EPOCH`` records, one epoch each.
 The table: the history's sessions in the ``--initial-state`` shape (key, bounds, ``sum_value``, ``count``, avg's
 accumulator ``avg_value_sum``, ``avg_value_count``), computed by numpy in the generator's process, not by
-statekit, so that the bootstrap depends on no replay. Then both checkpoints resume with ``--final`` on the next input (two files:
-clicks that continue users' sessions, that start a user's next one, and new users'), and each output must equal
-the sessions of the whole input computed by numpy (``sessions_of``); anything else is a failure in the report.
+statekit, so that the bootstrap depends on no replay. Then both checkpoints resume with ``--final`` on the next
+input (two files: clicks that continue users' sessions, that start a user's next one, and new users'), and each
+output must equal the sessions of the whole input computed by numpy (``sessions_of``); anything else is a
+failure in the report.
 Each run is a fresh process with its own JVM on ``local[2]`` (``bench spark``'s settings), sessionize's default
 backend and layout (rocksdb, cells); the files are written in a process of their own and kept in
 ``<out>/bootstrap-data``.
