@@ -8,6 +8,7 @@ PARTS = {
     "memory": "statekit.bench.memory",
     "spark": "statekit.bench.spark",
     "open-sessions": "statekit.bench.open_sessions",
+    "bootstrap": "statekit.bench.bootstrap",
 }
 """Part name -> module with ``run(quick) -> BenchReport``, in the order ``all`` runs them."""
 

@@ -19,7 +19,8 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
               state_layout: str | None = None, remote: str | None = None, users: list[int] | None = None,
               fmt: str = "parquet", variants: list[str] | None = None, seed: int | None = None,
               open_sessions: list[int] | None = None, epoch_records: int | None = None, runs: list[str] | None = None,
-              memory_budget: str | None = None) -> dict[str, dict]:
+              memory_budget: str | None = None, bootstrap_sessions: list[int] | None = None,
+              history_clicks: int | None = None) -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part; exit non-zero
     after writing them when a part's report lists failures (a run that got its answer wrong)."""
     only = {"spark": {**({"scale": scale} if scale != "default" else {}),
@@ -30,7 +31,9 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
             OPEN_SESSIONS: {**({"open_sessions": open_sessions} if open_sessions else {}),
                             **({"epoch_records": epoch_records} if epoch_records else {}),
                             **({"runs": runs} if runs else {}),
-                            **({"memory_budget": memory_budget} if memory_budget else {})}}
+                            **({"memory_budget": memory_budget} if memory_budget else {})},
+            BOOTSTRAP: {**({"bootstrap_sessions": bootstrap_sessions} if bootstrap_sessions else {}),
+                        **({"history_clicks": history_clicks} if history_clicks else {})}}
     for part, options in only.items():
         if options and parts != [part]:
             flags = " ".join(f"--{_FLAGS.get(k, k.replace('_', '-'))} {_text(v)}" for k, v in options.items())
@@ -41,7 +44,7 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
             raise SystemExit(f"unknown bench part {part!r}; valid: {', '.join(PARTS)}, all")
         t0 = time.perf_counter()
         module = _part_module(part)
-        extra = {"data_dir": out_dir / f"{OPEN_SESSIONS}-data"} if part == OPEN_SESSIONS else {}
+        extra = {"data_dir": out_dir / f"{part}-data"} if part in (OPEN_SESSIONS, BOOTSTRAP) else {}
         report = module.run(quick=quick, **only.get(part, {}), **extra)
         paths = report.write(out_dir)
         print(f"[{part}] {time.perf_counter() - t0:.1f}s -> {', '.join(str(p) for p in paths.values())}")
@@ -53,8 +56,8 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
     return written
 
 
-OPEN_SESSIONS = "open-sessions"
-"""The part that keeps its generated input files in the output directory (``<out>/open-sessions-data``)."""
+OPEN_SESSIONS, BOOTSTRAP = "open-sessions", "bootstrap"
+"""The parts that keep their generated input files in the output directory (``<out>/<part>-data``)."""
 _FLAGS = {"fmt": "format"}
 """run_parts' part-only arguments whose flag is not their name."""
 
@@ -92,6 +95,11 @@ def _counts(what: str, example: str) -> Callable[[str], list[int]]:
 def _epoch_records(text: str) -> int:
     """``--epoch-records 250000``: a positive whole number."""
     return _whole(text, "records per epoch", "e.g. 250000")
+
+
+def _history_clicks(text: str) -> int:
+    """``--history-clicks 10``: a positive whole number."""
+    return _whole(text, "clicks per user", "e.g. 10")
 
 
 def _runs(text: str) -> list[str]:
@@ -155,7 +163,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--memory-budget", default=None, metavar="SIZE",
                     help="open-sessions only: spark.statekit.memory_budget of statekit's runs (e.g. 2g; default: "
                          "statekit's own)")
+    ap.add_argument("--bootstrap-sessions", type=_counts("open session counts", "1000000,10000000"), default=None,
+                    metavar="N,N,...", help="bootstrap only: how many open sessions (users) per size, instead of "
+                    "10^6 and 10^7 (quick: 2 x 10^4)")
+    ap.add_argument("--history-clicks", type=_history_clicks, default=None,
+                    metavar="N", help="bootstrap only: clicks per user in the history the replay runs over (default 2)")
     args = ap.parse_args(argv)
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout, args.remote, args.users, args.fmt,
-              args.variants, args.seed, args.open_sessions, args.epoch_records, args.runs, args.memory_budget)
+              args.variants, args.seed, args.open_sessions, args.epoch_records, args.runs, args.memory_budget,
+              args.bootstrap_sessions, args.history_clicks)

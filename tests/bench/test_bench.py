@@ -16,7 +16,7 @@ from statekit.bench import PARTS
 from statekit.bench.open_sessions import ROLES as OPEN_SESSIONS_ROLES
 from statekit.bench.spark import FLOOR, QUICK
 
-pytestmark = pytest.mark.slow  # the bench's own smoke run: nine Spark applications
+pytestmark = pytest.mark.slow  # the bench's own smoke run: a Spark application per run of spark, open-sessions, bootstrap
 
 SIZES = f"{QUICK['events']:,} events, {QUICK['users'][0]:,} users"
 SPARK_TAGS = [f"({SIZES})", f"(plain, {SIZES})", f"(vectorized, {SIZES})"]
@@ -52,6 +52,9 @@ EXPECTED = {
     "open-sessions": [f"{fig}, each backend's default layout, 20,000 open sessions"
                       for fig in ("seconds", "sessions written", "peak RSS whole process tree",
                                   *(f"peak RSS {label}" for label in OPEN_SESSIONS_ROLES.values()))],
+    "bootstrap": [f"{fig}, 20,000 open sessions" for fig in (
+        "seconds", "speedup of bootstrap over replay", "peak RSS whole process tree", "checkpoint MiB",
+        "resume seconds (--final on the next input)", "sessions after the resume")],
 }
 """Figures each part must report in quick mode (a part may report more)."""
 

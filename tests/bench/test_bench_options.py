@@ -1,7 +1,7 @@
-"""`statekit bench spark` and `open-sessions` options: --users, --format and --variants reach the spark part,
---open-sessions, --epoch-records, --runs and --memory-budget the open-sessions part; a bad value is refused
-before anything runs (exit 2, naming it and the valid ones), an option given to another part too is refused,
-and the spark report's name tells what was run."""
+"""`statekit bench spark`, `open-sessions` and `bootstrap` options: --users, --format and --variants reach the spark
+part, --open-sessions, --epoch-records, --runs and --memory-budget the open-sessions part, --bootstrap-sessions and
+--history-clicks the bootstrap part; a bad value is refused before anything runs (exit 2, naming it and the valid
+ones), an option given to another part too is refused, and the spark report's name tells what was run."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def no_run(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
      "argument --runs: unknown run(s) 'fancy'; valid: rocksdb, table, heap, native"),
     (["open-sessions", "--open-sessions", "1e6"], "argument --open-sessions: '1e6' is not a whole number"),
     (["open-sessions", "--epoch-records", "0"], "argument --epoch-records: records per epoch must be positive, got 0"),
+    (["bootstrap", "--bootstrap-sessions", "1m"], "argument --bootstrap-sessions: '1m' is not a whole number"),
+    (["bootstrap", "--history-clicks", "0"], "argument --history-clicks: clicks per user must be positive, got 0"),
 ])
 def test_a_bad_part_option_exits_2_naming_it(no_run, capsys, argv, message):
     with pytest.raises(SystemExit) as e:
@@ -44,7 +46,7 @@ def test_spark_options_reach_the_spark_part(no_run):
     [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed, *open_sessions)] = no_run
     assert (parts, quick, scale, remote) == (["spark"], False, "default", None)
     assert (users, fmt, variants, seed) == ([10_000, 400_000, 1_000_000], "csv", ["plain", "native"], None)
-    assert open_sessions == [None] * 4
+    assert open_sessions == [None] * 6  # the open-sessions part's four, the bootstrap part's two
     no_run.clear()
     runner.main(["spark", "--seed", "11"])
     assert no_run[0][9] == 11
@@ -76,7 +78,19 @@ def test_open_sessions_options_reach_the_part(no_run):
                  "--runs", "native, rocksdb", "--memory-budget", "2g"])
     [args] = no_run
     assert args[:2] == (["open-sessions"], False)
-    assert args[-4:] == ([1_000_000, 10_000_000], 1_000_000, ["native", "rocksdb"], "2g")
+    assert args[-6:] == ([1_000_000, 10_000_000], 1_000_000, ["native", "rocksdb"], "2g", None, None)
+
+
+def test_bootstrap_sessions_reach_the_part(no_run):
+    runner.main(["bootstrap", "--bootstrap-sessions", "1000000,10000000", "--history-clicks", "10"])
+    [args] = no_run
+    assert args[:2] == (["bootstrap"], False) and args[-2:] == ([1_000_000, 10_000_000], 10)
+
+
+def test_bootstrap_sessions_apply_to_that_part_only(tmp_path):
+    with pytest.raises(SystemExit, match="^--bootstrap-sessions 1000 applies to the bootstrap part only: "
+                                         "statekit bench bootstrap --bootstrap-sessions 1000$"):
+        runner.run_parts(["open-sessions"], True, tmp_path, bootstrap_sessions=[1000])
 
 
 def test_open_sessions_options_apply_to_that_part_only(tmp_path):

@@ -18,6 +18,7 @@ from statekit.bench.common import HOSTS, JVM, PYTHON, STATEKIT_PYTHON, WORKERS, 
 from statekit.bench.open_sessions import (BASE_MS, SPREAD_MS, check_sessions, inputs, over_budget, report_name,
                                           user_ids, write_inputs)
 from statekit.bench.spark import SENTINEL
+from tests.bench_support import run_in_process
 
 MIB = 1 << 20
 
@@ -25,14 +26,7 @@ MIB = 1 << 20
 @pytest.fixture
 def in_process(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """``run_isolated`` of the part run in this process (the calls recorded)."""
-    calls: list[tuple] = []
-
-    def run_here(fn, *args):
-        calls.append((fn.__name__, *args))
-        return fn(*args), PeakRSS()
-
-    monkeypatch.setattr(open_sessions, "run_isolated", run_here)
-    return calls
+    return run_in_process(monkeypatch, open_sessions)
 
 
 def test_the_input_files_hold_each_user_once_in_name_order(tmp_path):
