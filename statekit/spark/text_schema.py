@@ -53,10 +53,11 @@ def sample_frame(spark: Any, lines: list[str], fmt: str, options: dict[str, str]
 
 
 def misfit_reason(fmt: str, where: Any) -> Any:
-    """The reason (a Spark Column) of a record whose values do not all fit the columns' types, null where its
-    ``CORRUPT`` column is; ``where``: a string Column saying where the record is."""
+    """The reason (a Spark Column) of a record that is malformed or has a value not of its column's type, null
+    where its ``CORRUPT`` column is; ``where``: a string Column saying where the record is."""
     from pyspark.sql import functions as F
 
     return F.when(F.col(CORRUPT).isNotNull(), F.concat(
-        F.lit(f"{fmt} record does not fit the columns' types (declare them with --schema): "), where, F.lit(" '"),
+        F.lit(f"{fmt} record not readable as the columns' types (malformed, or a value of another type: declare "
+              f"the types with --schema): "), where, F.lit(" '"),
         F.substring(F.col(CORRUPT), 1, SHOWN), F.lit("'")))

@@ -52,7 +52,7 @@ def test_a_value_beyond_the_sample_that_does_not_fit_goes_to_invalid_naming_its_
     assert summary.total("invalid") == 2
     (x, why_x), (y, why_y) = _invalid(spark, out)
     assert (x, y) == ("x", "y")
-    assert "does not fit the columns' types" in why_x and f"part-00000.{fmt}" in why_x and "2.5" in why_x
+    assert f"{fmt} record not readable as the columns' types" in why_x and f"part-00000.{fmt}" in why_x and "2.5" in why_x
     assert f"part-00001.{fmt}" in why_y and "n/a" in why_y
     clicks = [Click(u, t, v) for u, t, v in good]
     assert output_rows(spark, out) == sessionize_reference(clicks, 30_000)
