@@ -107,13 +107,14 @@ class Topics:
             raise RuntimeError(f"loading topic {topic} at {self.bootstrap}: {left} messages undelivered, "
                                f"{len(failed)} failed (first: {failed[:1]})")
         self.load_seconds[topic] = time.perf_counter() - t0
-        per_batch = -(-len(events) // batches)
+        per_batch = -(-len(events) // batches) + PARTITIONS  # each partition's share rounds down: no tiny last batch
         return KafkaInput(self.bootstrap, topic, value_schema=value_schema,
                           options=(("maxOffsetsPerTrigger", str(per_batch)),))
 
     def delete(self) -> None:
         if self.names:
-            for done in _admin(self.bootstrap).delete_topics(self.names).values():
+            admin = _admin(self.bootstrap)  # held until the results
+            for done in admin.delete_topics(self.names).values():
                 done.result(60)
 
     def params(self) -> dict[str, Any]:
