@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> None:
                          "statekit's Kafka input, on a broker started for the run (tools/kafka/broker.py) unless "
                          "--kafka-bootstrap-servers names one (writes spark-kafka-*)")
     ap.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT",
-                    help="spark --source kafka only: a running broker to load the topics into (the bench deletes them at "
-                         "the end)")
+                    help="spark --source kafka only: a running broker to load the topics into (the bench deletes "
+                         "them at the end)")
     ap.add_argument("--open-sessions", type=_counts("open session counts", "1000000,10000000"), default=None,
                     metavar="N,N,...", help="open-sessions only: how many users (one open session each) per size, "
                     "instead of 10^6, 10^7 and 3 x 10^7 (quick: 2 x 10^4)")

@@ -99,7 +99,8 @@ class RunSpec:
 
 def _spark(spec: RunSpec) -> Any:
     """The same session settings for every run (and the spec's ``conf``): a classic session on ``MASTER``, or with
-    ``remote`` a Spark Connect session (``sc://host:port``, or ``local[2]``: a Connect server started in this process)."""
+    ``remote`` a Spark Connect session (``sc://host:port``, or ``local[2]``: a Connect server started in this process).
+    A run reading a topic gets Spark's Kafka connector (``kafka_conf``)."""
     from statekit.spark import spark_session
 
     conf = {**SETTINGS, **dict(spec.conf)}
