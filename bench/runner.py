@@ -20,14 +20,17 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
               fmt: str = "parquet", variants: list[str] | None = None, seed: int | None = None,
               open_sessions: list[int] | None = None, epoch_records: int | None = None, runs: list[str] | None = None,
               memory_budget: str | None = None, bootstrap_sessions: list[int] | None = None,
-              history_clicks: int | None = None) -> dict[str, dict]:
+              history_clicks: int | None = None, source: str = "files",
+              kafka_bootstrap_servers: str | None = None) -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part; exit non-zero
     after writing them when a part's report lists failures (a run that got its answer wrong)."""
     only = {"spark": {**({"scale": scale} if scale != "default" else {}),
                       **({"state_layout": state_layout} if state_layout else {}),
                       **({"remote": remote} if remote else {}), **({"users": users} if users else {}),
                       **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {}),
-                      **({"seed": seed} if seed is not None else {})},
+                      **({"seed": seed} if seed is not None else {}),
+                      **({"source": source} if source != "files" else {}),
+                      **({"kafka_bootstrap_servers": kafka_bootstrap_servers} if kafka_bootstrap_servers else {})},
             OPEN_SESSIONS: {**({"open_sessions": open_sessions} if open_sessions else {}),
                             **({"epoch_records": epoch_records} if epoch_records else {}),
                             **({"runs": runs} if runs else {}),
@@ -150,6 +153,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=None, metavar="N",
                     help="spark only: draw the clickstream with another seed, data no tuning has seen (writes "
                          "spark-*-seed-N.*)")
+    ap.add_argument("--source", choices=["files", "kafka"], default="files",
+                    help="spark only: kafka = every variant reads a topic (4 partitions) of the same events through "
+                         "statekit's Kafka input, on a broker started for the run (tools/kafka/broker.py) unless "
+                         "--kafka-bootstrap-servers names one (writes spark-kafka-*)")
+    ap.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT",
+                    help="spark --source kafka only: a running broker to load the topics into (the bench deletes "
+                         "them at the end)")
     ap.add_argument("--open-sessions", type=_counts("open session counts", "1000000,10000000"), default=None,
                     metavar="N,N,...", help="open-sessions only: how many users (one open session each) per size, "
                     "instead of 10^6, 10^7 and 3 x 10^7 (quick: 2 x 10^4)")
@@ -172,4 +182,4 @@ def main(argv: list[str] | None = None) -> None:
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout, args.remote, args.users, args.fmt,
               args.variants, args.seed, args.open_sessions, args.epoch_records, args.runs, args.memory_budget,
-              args.bootstrap_sessions, args.history_clicks)
+              args.bootstrap_sessions, args.history_clicks, args.source, args.kafka_bootstrap_servers)

@@ -26,6 +26,9 @@ every row handed to one Python stage that keeps no state and writes only a row c
 engine running Python in Spark's micro-batches pays at least, so it bounds the speedup such an engine can
 show over Spark's own.
 
+From a topic (``--source kafka``, ``kafka_source``): the same runs, each reading a topic of the same events
+through statekit's Kafka input instead of the files.
+
 Closing the last sessions: statekit runs ``--final`` (a last epoch with the maximum watermark).
 Spark's streaming operators have no such end-of-input flush, so their input gets one extra file
 holding a single sentinel event far in the future: its batch moves the watermark past every
@@ -39,13 +42,16 @@ import os
 import shutil
 import subprocess
 import tempfile
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from statekit.clickstream import Click, sessionize_reference
+from statekit.spark.kafka import KafkaInput, kafka_conf
 
+from . import kafka_source
 from .common import (CLICKS_SEED, DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, check_names, clicks,
                      count_tag, progress, rate, run_isolated, timed)
 from .report import BenchReport
@@ -76,11 +82,11 @@ SETTINGS = {
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What one run reads and where it writes; ``backend`` and ``state_layout`` for statekit's runs; ``conf``:
-    Spark settings added to ``SETTINGS`` (``spark.statekit.memory_budget``); ``budget_s``: how long a Spark
-    baseline's query may run before it is stopped."""
+    """What one run reads (a directory of ``fmt`` files, or a topic) and where it writes; ``backend`` and
+    ``state_layout`` for statekit's runs; ``conf``: Spark settings added to ``SETTINGS``
+    (``spark.statekit.memory_budget``); ``budget_s``: how long a Spark baseline's query may run before it is stopped."""
 
-    input_dir: str
+    input: str | KafkaInput
     work: str
     fmt: str
     backend: str | None = None
@@ -93,11 +99,13 @@ class RunSpec:
 
 def _spark(spec: RunSpec) -> Any:
     """The same session settings for every run (and the spec's ``conf``): a classic session on ``MASTER``, or with
-    ``remote`` a Spark Connect session (``sc://host:port``, or ``local[2]``: a Connect server started in this process)."""
+    ``remote`` a Spark Connect session (``sc://host:port``, or ``local[2]``: a Connect server started in this process).
+    A run reading a topic gets Spark's Kafka connector (``kafka_conf``)."""
     from statekit.spark import spark_session
 
-    return spark_session(None if spec.remote else MASTER, {**SETTINGS, **dict(spec.conf)}, app_name="statekit bench",
-                         remote=spec.remote)
+    conf = {**SETTINGS, **dict(spec.conf)}
+    return spark_session(None if spec.remote else MASTER, kafka_conf(conf) if isinstance(spec.input, KafkaInput)
+                         else conf, app_name="statekit bench", remote=spec.remote)
 
 
 def _sessions(path: str) -> list[tuple]:
@@ -132,9 +140,9 @@ def run_builtin(spec: RunSpec) -> dict:
 
     spark = _spark(spec)
     summary, seconds = timed(lambda: sessionize(
-        spark, input=spec.input_dir, output=f"{spec.work}/out", key="user_id", time="ts_ms", gap=GAP_MS,
-        watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=spec.backend, partitions=PARTITIONS,
-        fmt=spec.fmt, mode="stream", trigger="available-now", final=True, state_layout=spec.state_layout))
+        spark, **kafka_source.sessionize_input(spec.input, spec.fmt), output=f"{spec.work}/out", key="user_id",
+        time="ts_ms", gap=GAP_MS, watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=spec.backend,
+        partitions=PARTITIONS, mode="stream", trigger="available-now", final=True, state_layout=spec.state_layout))
     out = _statekit_metrics(summary, seconds)
     spark.stop()
     return out
@@ -157,7 +165,7 @@ def _run_user_logic(spec: RunSpec, make_operator: Callable[[int], Any]) -> dict:
 
     spark = _spark(spec)
     summary, seconds = timed(lambda: run_keyed(
-        _stream(spark, spec.input_dir, spec.fmt), key="user_id", time="ts_ms", columns=["value"],
+        _stream(spark, spec.input, spec.fmt), key="user_id", time="ts_ms", columns=["value"],
         operator_factory=partial(make_operator, GAP_MS), result_schema=OUTPUT_SCHEMA, output=f"{spec.work}/out",
         watermark_delay=DELAY_MS, config={"backend": spec.backend}, partitions=PARTITIONS, final=True))
     out = _statekit_metrics(summary, seconds)
@@ -165,16 +173,18 @@ def _run_user_logic(spec: RunSpec, make_operator: Callable[[int], Any]) -> dict:
     return out
 
 
-def _stream(spark: Any, input_dir: str, fmt: str) -> Any:
-    """The input files as a stream, one file per micro-batch, with their declared schema."""
+def _stream(spark: Any, input: str | KafkaInput, fmt: str) -> Any:
+    """The input files as a stream, one file per micro-batch, with their declared schema; or the topic's values."""
+    if isinstance(input, KafkaInput):
+        return kafka_source.stream(spark, input)
     reader = spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1)
-    return reader.options(**({"header": "true"} if fmt == "csv" else {})).format(fmt).load(input_dir)
+    return reader.options(**({"header": "true"} if fmt == "csv" else {})).format(fmt).load(input)
 
 
-def _source(spark: Any, input_dir: str, fmt: str) -> Any:
+def _source(spark: Any, input: str | KafkaInput, fmt: str) -> Any:
     from pyspark.sql import functions as F
 
-    return (_stream(spark, input_dir, fmt).withColumn("ts", F.timestamp_millis("ts_ms"))
+    return (_stream(spark, input, fmt).withColumn("ts", F.timestamp_millis("ts_ms"))
             .withWatermark("ts", f"{DELAY_MS} milliseconds"))
 
 
@@ -212,7 +222,7 @@ def run_native(spec: RunSpec) -> dict:
 
     spark = _spark(spec)
     return _run_query(spark, lambda: (
-        _source(spark, spec.input_dir, spec.fmt).groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
+        _source(spark, spec.input, spec.fmt).groupBy("user_id", F.session_window("ts", f"{GAP_MS} milliseconds"))
         .agg(F.sum("value").alias("sum_value"), F.count("*").alias("count"))
         .select("user_id", F.unix_millis("session_window.start").alias("window_start"),
                 F.unix_millis("session_window.end").alias("window_end"), "sum_value", "count")), spec.work, spec.budget_s)
@@ -229,7 +239,7 @@ def run_floor(spec: RunSpec) -> dict:
             yield pa.record_batch([pa.array([batch.num_rows], pa.int64())], names=["rows"])
 
     spark = _spark(spec)
-    return _run_query(spark, lambda: _stream(spark, spec.input_dir, spec.fmt).repartition(PARTITIONS, "user_id")
+    return _run_query(spark, lambda: _stream(spark, spec.input, spec.fmt).repartition(PARTITIONS, "user_id")
                       .mapInArrow(count_rows, "rows long"), spec.work, spec.budget_s)
 
 
@@ -238,7 +248,7 @@ def run_tws(spec: RunSpec) -> dict:
     spark = _spark(spec)
     processor = session_processor()(GAP_MS)
     return _run_query(spark, lambda: (
-        _source(spark, spec.input_dir, spec.fmt).groupBy("user_id")
+        _source(spark, spec.input, spec.fmt).groupBy("user_id")
         .transformWithStateInPandas(statefulProcessor=processor, outputStructType=OUTPUT_SCHEMA, outputMode="Append",
                                     timeMode="EventTime")), spec.work, spec.budget_s)
 
@@ -349,19 +359,22 @@ def session_processor() -> type:
     return SessionProcessor
 
 
-def _inputs(root: Path, n_events: int, n_users: int, files: int, fmt: str,
-            seed: int = CLICKS_SEED) -> tuple[str, str, list[tuple]]:
-    """Write the input files, and a copy with the sentinel file for Spark's own operators; also
-    return the reference sessions."""
+def _inputs(root: Path, n_events: int, n_users: int, files: int, fmt: str, seed: int = CLICKS_SEED,
+            topics: kafka_source.Topics | None = None) -> tuple[str | KafkaInput, str | KafkaInput, list[tuple]]:
+    """Write the input files, and a copy with the sentinel file for Spark's own operators (with ``topics``: one
+    topic, the sentinel its last message, for every run); also return the reference sessions."""
     from statekit.jobs import write_clickstream
 
     data = clicks(n_events, n_users, seed)
+    end = max(c.ts_ms for c in data) + 100 * (GAP_MS + DELAY_MS)
+    if topics is not None:
+        topic = topics.load(root.name, [*data, Click(SENTINEL, end, 0)], files, INPUT_SCHEMA)
+        return topic, topic, sessionize_reference(data, GAP_MS)
     paths = write_clickstream(data, root / "input", files=files, fmt=fmt)
     spark_dir = root / "input-with-sentinel"
     spark_dir.mkdir()
     for p in paths:
         os.link(p, spark_dir / p.name)
-    end = max(c.ts_ms for c in data) + 100 * (GAP_MS + DELAY_MS)
     [written] = write_clickstream([Click(SENTINEL, end, 0)], root / "sentinel", files=1, fmt=fmt)
     sentinel = spark_dir / f"part-{files:05d}.{fmt}"
     written.rename(sentinel)
@@ -416,10 +429,10 @@ few thousand events."""
 
 
 def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str | None,
-                remote: str | None, seed: int = CLICKS_SEED) -> str:
+                remote: str | None, seed: int = CLICKS_SEED, source: str = "files") -> str:
     """``spark`` and what differs from a default run:
-    ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``."""
-    tags = [scale if scale != "default" else "", fmt if fmt != "parquet" else "",
+    ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``, ``spark-kafka-users-10k``."""
+    tags = [scale if scale != "default" else "", source if source != "files" else "", fmt if fmt != "parquet" else "",
             "users-" + "-".join(count_tag(u) for u in users) if users else "", "-".join(variants or ()),
             state_layout or "", "connect" if remote else "",
             f"seed-{seed}" if seed != CLICKS_SEED else ""]
@@ -428,16 +441,20 @@ def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[st
 
 def run(quick: bool = False, scale: str = "default", state_layout: str | None = None,
         remote: str | None = None, users: list[int] | None = None, fmt: str = "parquet",
-        variants: list[str] | None = None, seed: int = CLICKS_SEED) -> BenchReport:
+        variants: list[str] | None = None, seed: int = CLICKS_SEED, source: str = "files",
+        kafka_bootstrap_servers: str | None = None) -> BenchReport:
     """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files of the
-    clickstream drawn with ``seed``; with ``remote`` on Spark Connect sessions (see the module's notes)."""
+    clickstream drawn with ``seed``, or (``source`` kafka) on a topic of it (``bench/kafka_source.py``: on the broker
+    at ``kafka_bootstrap_servers``, else one started for the run); with ``remote`` on Spark Connect sessions (see
+    the module's notes)."""
+    kafka_source.check(source, kafka_bootstrap_servers, fmt, remote)
     size = {**SCALES[scale], **(QUICK if quick else {})}
     n_events, files, user_counts = size["events"], size["files"], users or size["users"]
     names = ([n for n in VARIANTS if n in check_variants(variants)] if variants
              else [n for n in VARIANTS if n not in OPTIONAL or n in size["optional"]])
     session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")
                else " (a running server: its memory is not sampled)") if remote else "classic")
-    rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed), params={
+    rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed, source), params={
         "state_layout": state_layout or "each backend's default (sessionize's)", "session": session,
         "events": n_events, "users": user_counts, "files": files, "java": java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
         "seed": seed, "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": fmt,
@@ -453,12 +470,15 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
         rep.params["skipped"] = {TWS: missing}
     runs = [(u, n, b) for u in user_counts for n in names for b in backends_of(n) if not (n == "tws" and missing)]
     results: dict[tuple[int, str], tuple[dict, PeakRSS]] = {}
-    with tempfile.TemporaryDirectory(prefix="statekit-bench-spark-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="statekit-bench-spark-") as tmp, (
+            kafka_source.topics(kafka_bootstrap_servers, Path(tmp)) if source == "kafka" else nullcontext()) as topics:
         inputs = {}
         for u in user_counts:
             root = Path(tmp, f"users-{u}")
             root.mkdir()
-            inputs[u] = _inputs(root, n_events, u, files, fmt, seed)
+            inputs[u] = _inputs(root, n_events, u, files, fmt, seed, topics)
+        if topics is not None:
+            rep.params.update(topics.params())
         for u, name, backend in progress(runs, total=len(runs), desc="spark"):
             plain_dir, sentinel_dir, _ = inputs[u]
             label = run_label(name, backend)

@@ -4,7 +4,6 @@ run wrote."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -13,10 +12,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pyarrow.parquet as pq
 
+from statekit.bench.kafka_source import broker_module
 from statekit.clickstream import Click
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,15 +24,6 @@ DRIVER = Path(__file__).with_name("kafka") / "kafka_driver.py"
 VALUE_SCHEMA = "user_id STRING, ts_ms BIGINT, value BIGINT"
 MALFORMED = [b"{not json", None, b'{"user_id": "user_3", "ts_ms": "soon", "value": 5}']
 """A value that is no JSON, a tombstone (no value), and one whose time is not a number."""
-
-
-def broker_module() -> Any:
-    """tools/kafka/broker.py, the broker the docs start, as a module."""
-    spec = importlib.util.spec_from_file_location("statekit_kafka_broker", ROOT / "tools" / "kafka" / "broker.py")
-    if spec.name not in sys.modules:  # its dataclasses look their module up while it loads
-        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[spec.name])
-    return sys.modules[spec.name]
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -1,7 +1,8 @@
-"""`statekit bench spark`, `open-sessions` and `bootstrap` options: --users, --format and --variants reach the spark
-part, --open-sessions, --epoch-records, --runs and --memory-budget the open-sessions part, --bootstrap-sessions and
---history-clicks the bootstrap part; a bad value is refused before anything runs (exit 2, naming it and the valid
-ones), an option given to another part too is refused, and the spark report's name tells what was run."""
+"""`statekit bench spark`, `open-sessions` and `bootstrap` options: --users, --format, --variants and --source reach
+the spark part, --open-sessions, --epoch-records, --runs and --memory-budget the open-sessions part,
+--bootstrap-sessions and --history-clicks the bootstrap part; a bad value is refused before anything runs (exit 2,
+naming it and the valid ones), an option given to another part too is refused, and the spark report's name tells
+what was run."""
 
 from __future__ import annotations
 
@@ -43,18 +44,31 @@ def test_a_bad_part_option_exits_2_naming_it(no_run, capsys, argv, message):
 
 def test_spark_options_reach_the_spark_part(no_run):
     runner.main(["spark", "--users", "10000,400000,1000000", "--format", "csv", "--variants", "plain, native"])
-    [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed, *open_sessions)] = no_run
+    [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed, *open_sessions, source, servers)] = no_run
     assert (parts, quick, scale, remote) == (["spark"], False, "default", None)
     assert (users, fmt, variants, seed) == ([10_000, 400_000, 1_000_000], "csv", ["plain", "native"], None)
     assert open_sessions == [None] * 6  # the open-sessions part's four, the bootstrap part's two
+    assert (source, servers) == ("files", None)
     no_run.clear()
-    runner.main(["spark", "--seed", "11"])
+    runner.main(["spark", "--seed", "11", "--source", "kafka", "--kafka-bootstrap-servers", "localhost:9092"])
     assert no_run[0][9] == 11
+    assert no_run[0][-2:] == ("kafka", "localhost:9092")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"source": "kafka", "fmt": "csv"}, "--format csv applies to --source files only: the topic's messages are JSON"),
+    ({"source": "kafka", "remote": "sc://h:1"}, "--source kafka runs on classic sessions only"),
+    ({"kafka_bootstrap_servers": "localhost:9092"}, "--kafka-bootstrap-servers applies to --source kafka only"),
+])
+def test_a_kafka_source_option_that_does_not_fit_is_refused_before_anything_runs(tmp_path, kwargs, message):
+    with pytest.raises(SystemExit, match=message):
+        runner.run_parts(["spark"], True, tmp_path, **kwargs)
 
 
 @pytest.mark.parametrize(("kwargs", "flags"), [
     ({"users": [10_000, 400_000]}, "--users 10000,400000"), ({"fmt": "csv"}, "--format csv"),
     ({"variants": ["native", "plain"]}, "--variants native,plain"), ({"seed": 11}, "--seed 11"),
+    ({"source": "kafka"}, "--source kafka"),
 ])
 def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
     with pytest.raises(SystemExit, match=f"^{flags} applies to the spark part only: statekit bench spark {flags}$"):
@@ -68,6 +82,8 @@ def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
     (("default", "csv", [10_000, 400_000, 1_000_000], None, None, None), "spark-csv-users-10k-400k-1m"),
     (("large", "parquet", [2_500], ["native", "plain"], None, None), "spark-large-users-2500-native-plain"),
     (("medium", "parquet", None, ["builtin"], None, None, 11), "spark-medium-builtin-seed-11"),
+    (("default", "parquet", [10_000], ["builtin", "native"], None, None, 7, "kafka"),
+     "spark-kafka-users-10k-builtin-native"),
 ])
 def test_the_report_name_tells_format_users_and_variants(args, name):
     assert report_name(*args) == name
@@ -78,13 +94,13 @@ def test_open_sessions_options_reach_the_part(no_run):
                  "--runs", "native, rocksdb", "--memory-budget", "2g"])
     [args] = no_run
     assert args[:2] == (["open-sessions"], False)
-    assert args[-6:] == ([1_000_000, 10_000_000], 1_000_000, ["native", "rocksdb"], "2g", None, None)
+    assert args[-8:-2] == ([1_000_000, 10_000_000], 1_000_000, ["native", "rocksdb"], "2g", None, None)
 
 
 def test_bootstrap_sessions_reach_the_part(no_run):
     runner.main(["bootstrap", "--bootstrap-sessions", "1000000,10000000", "--history-clicks", "10"])
     [args] = no_run
-    assert args[:2] == (["bootstrap"], False) and args[-2:] == ([1_000_000, 10_000_000], 10)
+    assert args[:2] == (["bootstrap"], False) and args[-4:-2] == ([1_000_000, 10_000_000], 10)
 
 
 def test_bootstrap_sessions_apply_to_that_part_only(tmp_path):

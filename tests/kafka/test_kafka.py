@@ -1,15 +1,15 @@
-"""statekit between Kafka topics, against a real broker (tools/kafka/broker.py, one for the module): sessions from a
-topic of 4 partitions exact on both backends, malformed messages in ``_invalid`` with their topic, partition and
-offset, and results in a topic exactly once under ``read_committed`` through driver kills (mid-transaction, between
-the transaction's commit and the epoch's), a rollback of Spark's Kafka offsets and a rerun through the CLI. Every
-run is a fresh driver process; the first one runs the heap job to its end and dies in the rocksdb one."""
+"""statekit between Kafka topics, against a real broker (tools/kafka/broker.py, one for the module: conftest.py):
+sessions from a topic of 4 partitions exact on both backends, malformed messages in ``_invalid`` with their topic,
+partition and offset, and results in a topic exactly once under ``read_committed`` through driver kills
+(mid-transaction, between the transaction's commit and the epoch's), a rollback of Spark's Kafka offsets and a rerun
+through the CLI. Every run is a fresh driver process; the first one runs the heap job to its end and dies in the
+rocksdb one."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -22,23 +22,6 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 TOPIC, GAP_MS = "clicks", 30_000
 CLI = "import sys; from statekit.cli import main; sys.exit(main())"
-
-
-@pytest.fixture(scope="module")
-def broker_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The module's broker's directory: started as docs/kafka.md says (its jars fetched once into the cache), and
-    stopped after (whichever process serves it then: the first driver restarts it)."""
-    directory = tmp_path_factory.mktemp("kafka-broker")
-    broker_module().start(directory)
-    yield directory
-    running = broker_module().Broker.of(directory.resolve())
-    if running is not None:
-        running.stop()
-
-
-@pytest.fixture(scope="module")
-def broker(broker_dir: Path) -> str:
-    return broker_module().Broker.of(broker_dir.resolve()).bootstrap
 
 
 def _restart(broker_dir: Path) -> None:
