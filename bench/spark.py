@@ -523,6 +523,7 @@ def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list
         agree = {v: f"not compared: stopped after {BUDGET_S} s, rated on its {res['batches']} finished batches"
                  if "sessions" not in res and "rows" not in res else _written(res, ref, n_events)
                  for v, (res, _) in got.items()}
+        rep.failures += differing(agree, f"{n_events:,} events, {users:,} users")
         ours = [n for n in names if VARIANTS[n].statekit] or [None]
         bases = [n for n in names if not VARIANTS[n].statekit and VARIANTS[n].title in got]
         comparison = _Comparison(rep, f"{n_events:,} events, {users:,} users", got, rates, agree, len(ref))
@@ -538,15 +539,24 @@ def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list
         rep.series(f"speedup over {NATIVE}", "users", "x", speedup_line, log_x=True)
 
 
+def differing(agree: dict[str, str], tag: str) -> list[str]:
+    """The report's failures among runs' comparisons with the reference (``_written``): each that differs, so
+    that the bench exits non-zero after writing its reports."""
+    return [f"{variant} ({tag}): {text}" for variant, text in agree.items() if text.startswith(DIFFERS)]
+
+
+DIFFERS = "DIFFERS"
+
+
 def _written(res: dict, reference: list[tuple], n_events: int) -> str:
     """Whether a run wrote what it should: the reference sessions, or (the floor) a count of every event and
     the sentinel."""
     if "rows" in res:
         return (f"counted every event ({res['rows']:,} rows)" if res["rows"] == n_events + 1 else
-                f"DIFFERS: {res['rows']:,} rows counted of {n_events + 1:,} read")
+                f"{DIFFERS}: {res['rows']:,} rows counted of {n_events + 1:,} read")
     if res["sessions"] == reference:
         return "identical to reference"
-    return (f"DIFFERS: {len(res['sessions']):,} sessions, {len(set(res['sessions']) - set(reference)):,} not in "
+    return (f"{DIFFERS}: {len(res['sessions']):,} sessions, {len(set(res['sessions']) - set(reference)):,} not in "
             f"reference, {res['late']} late")
 
 
