@@ -7,6 +7,7 @@ rocksdb one."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,8 @@ import pytest
 
 from statekit.clickstream import generate_clickstream, sessionize_reference
 from statekit.spark import KafkaSink
-from tests.kafka_support import (VALUE_SCHEMA, broker_module, consume, create_topic, metrics, produce_clicks,
-                                 run_driver, session_rows, side_rows, when_epochs)
+from tests.kafka_support import (MALFORMED, VALUE_SCHEMA, broker_module, consume, create_topic, metrics,
+                                 produce_clicks, run_driver, session_rows, side_rows, when_epochs)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -119,3 +120,38 @@ def test_results_in_a_topic_exactly_once_through_driver_kills_and_a_rollback(bro
     assert _sessions_in(broker, "sessions-rocksdb") == reference
     seen = consume(broker, "sessions-rocksdb", committed_only=False)
     assert len(seen) > len(reference)  # epoch 3's aborted records are in the log, hidden from read_committed
+
+
+def test_late_and_invalid_records_in_their_topics_once_in_the_epochs_transactions(broker, tmp_path):
+    """``--sink-late-topic`` and ``--sink-invalid-topic``: a read_committed consumer sees each late and each
+    invalid record once, as the run's ``_late`` and ``_invalid`` outputs hold them, beside the sessions' topic (one
+    partition in order: clicks, then one far behind the watermark, then the malformed messages)."""
+    from confluent_kafka import Producer
+
+    topic, sinks = "clicks-side", {"--sink-topic": "side-sessions", "--sink-late-topic": "side-late",
+                                   "--sink-invalid-topic": "side-invalid"}
+    create_topic(broker, topic, 1)
+    for name in sinks.values():
+        create_topic(broker, name, 2)
+    clicks = generate_clickstream(300, 10, seed=49)
+    producer = Producer({"bootstrap.servers": broker})
+    for c in [*clicks, clicks[0]._replace(user_id="late-user", ts_ms=clicks[0].ts_ms - 3_600_000)]:
+        producer.produce(topic, key=c.user_id.encode(),
+                         value=json.dumps({"user_id": c.user_id, "ts_ms": c.ts_ms, "value": c.value}).encode())
+    for i, value in enumerate(MALFORMED):
+        producer.produce(topic, key=f"bad-{i}".encode(), value=value)
+    assert producer.flush(30) == 0
+    out = tmp_path / "out"
+    args = ["sessionize", "--topic", topic, "--kafka-bootstrap-servers", broker, "--value-schema", VALUE_SCHEMA,
+            "--kafka-option", "maxOffsetsPerTrigger=100", *[x for flag, name in sinks.items() for x in (flag, name)],
+            "--output", str(out), "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "5m",
+            "--agg", "sum:value", "--agg", "count", "--partitions", "2", "--final", "--master", "local[2]"]
+    run = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert _sessions_in(broker, "side-sessions") == session_rows(out)
+    late = [(v["user_id"], v["ts_ms"]) for _, v, _ in consume(broker, "side-late")]
+    assert late == [(r["user_id"], r["ts_ms"]) for r in side_rows(out, "_late")] == [
+        ("late-user", clicks[0].ts_ms - 3_600_000)]
+    invalid = sorted(v["reason"] for _, v, _ in consume(broker, "side-invalid"))
+    assert invalid == sorted(r["reason"] for r in side_rows(out, "_invalid")) and len(invalid) == len(MALFORMED)
+    assert all(f"topic {topic}, partition 0" in reason for reason in invalid)
