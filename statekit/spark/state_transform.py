@@ -44,7 +44,7 @@ def write_checkpoint(spark: Any, df: Any, target_checkpoint: str, *, output: str
     """Write ``df`` (rows of ``read_states``' form for ``source_checkpoint``'s job, changed or not) as the first
     epoch of the new checkpoint ``target_checkpoint``, for the job of ``source_checkpoint`` run by
     ``operator_factory``'s operator (the job's own, or a changed one: the new job record is the writer's);
-    returns the epoch's metrics (``restored``: the keys given state).
+    returns the epoch's metrics (``restored``: the rows put in).
 
     The epoch keeps the source's event-time progress (its max event time, so the resumed job's first watermark is
     the one the source would have had), a KeyedProcessOperator's timers and clocks; sessions' end timers are
