@@ -43,10 +43,9 @@ def sample_frame(spark: Any, lines: list[str], fmt: str, options: dict[str, str]
     reader = reader.schema(schema) if schema is not None else reader.option("inferSchema", "true")
     read = reader.csv if fmt == "csv" else reader.json
     if _DATAFRAME_INPUT:
-        from pyspark.sql.types import StringType, StructField, StructType
+        import pyarrow as pa
 
-        text = StructType([StructField("value", StringType(), True)])
-        return read(spark.createDataFrame([(line,) for line in lines], text))
+        return read(spark.createDataFrame(pa.table({"value": pa.array(lines, pa.string())})))
     if is_connect(spark):
         return None
     return read(classic_jvm(spark).text_rdd(lines))
