@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from ..operators import RowAggregate
 from ..operators.aggregates.builtin_aggregates import AGGREGATES
@@ -46,10 +46,42 @@ class SessionRestore:
     state: tuple[str, ...]
 
     def __call__(self, operator: Any, table: Any) -> int:
-        accumulators = RowAggregate(list(self.aggs)).accumulators_of(
-            [table.column(c).to_pylist() for c in self.state], table.num_rows)
-        return operator.restore_sessions(table.column(0).to_pylist(), table.column("window_start").to_pylist(),
-                                         table.column("window_end").to_pylist(), accumulators)
+        restored = 0
+        for part in key_slices(table, RESTORE_ROWS):  # Python values of one slice at a time, whatever the size
+            accumulators = RowAggregate(list(self.aggs)).accumulators_of(
+                [part.column(c).to_pylist() for c in self.state], part.num_rows)
+            restored += operator.restore_sessions(part.column(0).to_pylist(), part.column("window_start").to_pylist(),
+                                                  part.column("window_end").to_pylist(), accumulators)
+        return restored
+
+
+RESTORE_ROWS = 100_000
+"""About how many sessions a task puts into its operator at a time (a key's sessions go together)."""
+
+
+def key_slices(table: Any, rows: int) -> Iterator[Any]:
+    """``table`` sorted by its first column (the key) in slices of about ``rows`` rows, each key's rows in one
+    slice (a table whose keys Arrow cannot sort: in one)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    if n <= rows:
+        yield table
+        return
+    keys = table.column(0)
+    try:
+        table = table.take(pc.sort_indices(keys))
+    except pa.ArrowNotImplementedError:
+        yield table
+        return
+    keys = table.column(0)
+    changes = np.flatnonzero(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)) + 1
+    cuts = np.unique(changes[np.searchsorted(changes, np.arange(rows, n, rows)).clip(max=len(changes) - 1)]) \
+        if len(changes) else np.array([], np.int64)
+    for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), n]):
+        yield table.slice(start, stop - start)
 
 
 def session_state_columns(input_schema: Any, key: str, aggs: list[tuple[str, str | None]], bounds: Any) -> list[StateColumn]:

@@ -93,3 +93,55 @@ def test_sessions_the_rules_would_have_merged_are_refused(layout: str) -> None:
     with pytest.raises(StateError, match="key 'a' holds"):
         h.operator.restore_sessions(["a"], [50], [60], [[1]])
     h.close()
+
+
+@pytest.mark.parametrize("layout", ["table", "cells"])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_a_table_put_in_a_few_keys_at_a_time_continues_as_put_in_whole(layout, backend, tmp_path, monkeypatch):
+    """``SessionRestore`` puts a task's table in by slices of keys (bounded Python memory at 10^7 sessions): the
+    operator then goes on exactly as with the whole table put in at once."""
+    import pyarrow as pa
+
+    from statekit.spark import initial_sessions
+    from statekit.spark.initial_sessions import SessionRestore
+
+    aggs = (("sum", 0), ("count", None))
+    factory = SessionOperatorFactory(GAP, aggs, state_layout=layout)
+    first, second = history(4)
+    fn = RowAggregate(list(aggs))
+    sessions = [s[:3] + (fn.get_result(s[3]),) for s in sessions_of_with(first, fn)]
+    table = pa.table({"key": [s[0] for s in sessions], "window_start": [s[1] for s in sessions],
+                      "window_end": [s[2] for s in sessions], "sum_value": [s[3][0] for s in sessions],
+                      "count": [s[3][1] for s in sessions]})
+    outputs, slices = [], []
+    for rows in (len(sessions), 3):
+        monkeypatch.setattr(initial_sessions, "RESTORE_ROWS", rows)
+        config = StateConfig(backend=backend, local_dir=str(tmp_path / str(rows))) if backend == "rocksdb" \
+            else StateConfig()
+        h = OperatorHarness(factory(), config)
+        h.open()
+        calls = []
+        restore = h.operator.restore_sessions
+        h.operator.restore_sessions = lambda *a: calls.append(len(a[0])) or restore(*a)
+        assert SessionRestore(aggs, ("sum_value", "count"))(h.operator, table) == len({s[0] for s in sessions})
+        slices.append(calls)
+        outputs.append(run(h, second))
+        h.close()
+    assert slices[0] == [len(sessions)] and len(slices[1]) > 3 and sum(slices[1]) == len(sessions)
+    assert outputs[0] == outputs[1] and outputs[0]
+
+
+def sessions_of_with(records: list[tuple], fn: RowAggregate) -> list[tuple]:
+    """``sessions_of`` with the accumulators of ``fn``."""
+    open_: dict = {}
+    out = []
+    for key, t, value in records:
+        s = open_.get(key)
+        if s is not None and t <= s[2]:
+            s[2] = max(s[2], t + GAP)
+            s[3] = fn.add((value,), s[3])
+            continue
+        if s is not None:
+            out.append(tuple(s))
+        open_[key] = [key, t, t + GAP, fn.add((value,), fn.create_accumulator())]
+    return out + [tuple(s) for s in open_.values()]
