@@ -18,9 +18,10 @@ GAP = 10
 AGGS = (("sum", 0), ("count", None), ("avg", 0), ("first", 0), ("last", 0), ("min", 0), ("max", 0))
 
 
-def sessions_of(records: list[tuple]) -> list[tuple]:
-    """``(key, start, end, accumulator)`` of each session ``records`` (``(key, t, value)``, in time order) make."""
-    fn = RowAggregate(list(AGGS))
+def sessions_of(records: list[tuple], fn: RowAggregate | None = None) -> list[tuple]:
+    """``(key, start, end, accumulator)`` of each session ``records`` (``(key, t, value)``, in time order) make, by
+    ``fn``'s accumulators (default ``AGGS``')."""
+    fn = fn or RowAggregate(list(AGGS))
     open_: dict = {}
     out = []
     for key, t, value in records:
@@ -109,7 +110,7 @@ def test_a_table_put_in_a_few_keys_at_a_time_continues_as_put_in_whole(layout, b
     factory = SessionOperatorFactory(GAP, aggs, state_layout=layout)
     first, second = history(4)
     fn = RowAggregate(list(aggs))
-    sessions = [s[:3] + (fn.get_result(s[3]),) for s in sessions_of_with(first, fn)]
+    sessions = [s[:3] + (fn.get_result(s[3]),) for s in sessions_of(first, fn)]
     table = pa.table({"key": [s[0] for s in sessions], "window_start": [s[1] for s in sessions],
                       "window_end": [s[2] for s in sessions], "sum_value": [s[3][0] for s in sessions],
                       "count": [s[3][1] for s in sessions]})
@@ -130,18 +131,3 @@ def test_a_table_put_in_a_few_keys_at_a_time_continues_as_put_in_whole(layout, b
     assert slices[0] == [len(sessions)] and len(slices[1]) > 3 and sum(slices[1]) == len(sessions)
     assert outputs[0] == outputs[1] and outputs[0]
 
-
-def sessions_of_with(records: list[tuple], fn: RowAggregate) -> list[tuple]:
-    """``sessions_of`` with the accumulators of ``fn``."""
-    open_: dict = {}
-    out = []
-    for key, t, value in records:
-        s = open_.get(key)
-        if s is not None and t <= s[2]:
-            s[2] = max(s[2], t + GAP)
-            s[3] = fn.add((value,), s[3])
-            continue
-        if s is not None:
-            out.append(tuple(s))
-        open_[key] = [key, t, t + GAP, fn.add((value,), fn.create_accumulator())]
-    return out + [tuple(s) for s in open_.values()]
