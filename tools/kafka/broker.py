@@ -120,6 +120,15 @@ class Broker:
         (self.directory / STATE_FILE).unlink(missing_ok=True)
 
 
+def cluster_id() -> str:
+    """A new KRaft cluster id: a random UUID in URL-safe base64, as Kafka's own, never starting with ``-`` (which
+    the storage tool would read as an option: Kafka's ``Uuid.randomUuid`` draws again too)."""
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
+
+
 def start(directory: Path, port: int | None = None) -> Broker:
     """Start the broker of ``directory`` (formatting its storage first if new) on ``port`` (default: the one it used
     before, else a free one) and return once it serves clients; one running there already is returned as is."""
@@ -140,8 +149,7 @@ def start(directory: Path, port: int | None = None) -> Broker:
     java = [shutil.which("java") or "java", *JAVA_OPTIONS, f"-Dlog4j2.configurationFile={log4j.as_uri()}", "-cp",
             classpath]
     if not (directory / "data" / "meta.properties").exists():
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)], check=True,
+        subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(config)], check=True,
                        stdout=subprocess.DEVNULL)
     offset = log.stat().st_size if log.exists() else 0
     with open(directory / "broker.out", "ab") as out:
