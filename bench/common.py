@@ -44,6 +44,12 @@ class PeakRSS:
     def mib(self, role: str | None = None) -> float:
         return (self.total if role is None else self.by_role.get(role, 0)) / MIB
 
+    def highest(self, other: "PeakRSS") -> "PeakRSS":
+        """The peaks of two runs one after the other: the larger of each figure."""
+        roles = self.by_role.keys() | other.by_role.keys()
+        return PeakRSS(max(self.total, other.total),
+                       {r: max(self.by_role.get(r, 0), other.by_role.get(r, 0)) for r in roles})
+
 
 class TreeSampler(threading.Thread):
     """Samples the memory of ``pid`` and all its descendants every ``interval`` seconds until stopped;

@@ -12,7 +12,9 @@ statekit's Python processes: the daemon and workers Spark forks, and the state h
 The files are written by numpy and pyarrow in a process of their own before any run (so the generator's memory
 is in no run's figures) and kept in ``<out>/open-sessions-data`` for the next bench. A heap run whose state
 outgrows the memory budget fails its epoch with an error naming memory and ``--backend rocksdb``: it is
-reported as failed over budget, with that line, not as a crash.
+reported as failed over budget, with that line, not as a crash. The ``restart`` and ``rescale`` runs read the
+first half of the files in one application and the rest in a new one (on 2, then 3 partitions for ``rescale``),
+so every open session is restored from the checkpoint by a fresh process.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -63,22 +65,32 @@ class Run:
     label: str
     backend: str | None
     layout: str | None = None
+    resumed_on: int | None = None
+    """Partitions of the new application that reads the second half of the files (None: one application)."""
 
 
-def _statekit(backend: str, layout: str) -> Run:
+def _statekit(backend: str, layout: str, resumed_on: int | None = None) -> Run:
     default = layout == default_state_layout(backend)
-    return Run(f"statekit {backend} ({layout}{', its default' if default else ''})", backend, layout)
+    label = f"statekit {backend} ({layout}{', its default' if default else ''})"
+    if resumed_on is not None:
+        label += f", a new application on {resumed_on} partitions halfway"
+    return Run(label, backend, layout, resumed_on)
 
 
-RUNS = {
+RUNS = {  # ``--runs`` names, in the order each size runs them
     "rocksdb": _statekit("rocksdb", default_state_layout("rocksdb")),
     "table": _statekit("rocksdb", "table"),
     "heap": _statekit("heap", default_state_layout("heap")),
     "native": Run(f"{NATIVE} (RocksDB state store)", None),
+    "restart": _statekit("rocksdb", default_state_layout("rocksdb"), PARTITIONS),
+    "rescale": _statekit("rocksdb", default_state_layout("rocksdb"), PARTITIONS + 1),
 }
-GROUPS = (("each backend's default layout", "heap", "rocksdb"), ("table layout on rocksdb", None, "table"))
+GROUPS = (("each backend's default layout", "heap", "rocksdb"), ("table layout on rocksdb", None, "table"),
+          ("restarted halfway in a new application", None, "restart"),
+          (f"rescaled {PARTITIONS} -> {PARTITIONS + 1} halfway in a new application", None, "rescale"))
 """The report's groups of figures: (title, heap run, rocksdb run), each against the native run."""
-"""``--runs`` names, in the order each size runs them."""
+DEFAULT_RUNS = ("rocksdb", "table", "heap", "native")
+"""The runs unless ``--runs`` names others (``restart`` and ``rescale`` double a run's time: on request)."""
 QUICK_RUNS = ("rocksdb", "native")
 """``--quick``'s runs unless ``--runs`` names others: a smoke of each engine, two JVM starts."""
 
@@ -205,11 +217,11 @@ def report_name(sizes: list[int] | None, epoch: int | None, runs: list[str] | No
 def run(quick: bool = False, open_sessions: list[int] | None = None, epoch_records: int | None = None,
         runs: list[str] | None = None, memory_budget: str | None = None,
         data_dir: Path = Path("bench-out", "open-sessions-data")) -> BenchReport:
-    """Each of ``runs`` (default: all; quick: ``QUICK_RUNS``) at each size of ``open_sessions``, on files of
+    """Each of ``runs`` (default: ``DEFAULT_RUNS``; quick: ``QUICK_RUNS``) at each size of ``open_sessions``, on files of
     ``epoch_records`` (kept in ``data_dir``); ``memory_budget`` sets ``spark.statekit.memory_budget``."""
     sizes = open_sessions or list(QUICK_SIZES if quick else SIZES)
     epoch = epoch_records or (QUICK_EPOCH if quick else EPOCH)
-    names = [n for n in RUNS if n in check_runs(runs)] if runs else list(QUICK_RUNS if quick else RUNS)
+    names = [n for n in RUNS if n in check_runs(runs)] if runs else list(QUICK_RUNS if quick else DEFAULT_RUNS)
     budget = memory_budget or (f"default: {default_budget(None) // MIB:,} MiB ({MACHINE_FRACTION:.0%} of this "
                                f"machine's memory on a local master), split across the state hosts")
     rep = BenchReport(report_name(open_sessions, epoch_records, runs and names, memory_budget), params={
@@ -242,11 +254,37 @@ def _measure(root: Path, n: int, name: str, conf: tuple[tuple[str, str], ...]) -
                    kind.backend, kind.layout, conf=conf, budget_s=NATIVE_BUDGET_S)
     batches = files if kind.backend else files + 2  # Spark's: the sentinel's batch, then the no-data batch
     with watched(lambda: committed(str(work)), batches, f"{kind.label}, {n:,} open sessions: micro-batches"):
-        res, peak = run_isolated(run_statekit if kind.backend else run_native, spec)
+        if kind.resumed_on is not None:
+            res, peak = _resumed(root / "input", replace(spec, input=str(work / "input")), kind.resumed_on)
+        else:
+            res, peak = run_isolated(run_statekit if kind.backend else run_native, spec)
     if "output" in res:
         res["sessions"], res["check"] = check_sessions(res.pop("output"), n)
     shutil.rmtree(work, ignore_errors=True)
     return res, peak
+
+
+def _resumed(files: Path, spec: RunSpec, partitions: int) -> tuple[dict, PeakRSS]:
+    """The first half of ``files`` (linked into ``spec.input``) in one application, not final; then the rest in
+    a new application on ``partitions`` partitions, with ``--final``: seconds and batches of both, the new
+    application's own figures under ``resumed``, the higher of each peak."""
+    names = sorted(os.listdir(files))
+    Path(spec.input).mkdir()
+
+    def link(part: list[str]) -> None:
+        for name in part:
+            os.link(files / name, Path(spec.input, name))
+
+    link(names[:len(names) // 2])
+    first, first_peak = run_isolated(run_statekit, replace(spec, final=False))
+    if "over_budget" in first:
+        return first, first_peak
+    link(names[len(names) // 2:])
+    second, peak = run_isolated(run_statekit, replace(spec, partitions=partitions))
+    res = {**second, "seconds": first["seconds"] + second["seconds"],
+           "batches": first.get("batches", 0) + second.get("batches", 0),
+           "state_bytes": max(first.get("state_bytes", 0), second.get("state_bytes", 0)), "resumed": second}
+    return res, first_peak.highest(peak)
 
 
 def _report(rep: BenchReport, sizes: list[int], names: list[str],
@@ -326,4 +364,8 @@ def _timing(label: str, res: dict) -> str:
         text += f", state {res['state_bytes'] / MIB:,.0f} MiB at most"
     if res.get("memory_warning"):
         text += f" (warned: {res['memory_warning']})"
+    resumed = res.get("resumed")
+    if resumed:
+        text += (f"; the new application {resumed['seconds']:.1f} s, its first epoch {resumed['first_epoch_seconds']:.1f} s"
+                 f" (restores {resumed['first_restore_seconds']:.1f} s)")
     return text

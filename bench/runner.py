@@ -168,8 +168,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=_runs, default=None, metavar="NAME,...",
                     help="open-sessions only: the runs to make, comma-separated, of rocksdb (sessionize --backend "
                          "rocksdb, its default layout: cells), table (the same, --state-layout table), heap (--backend "
-                         "heap, its default: table) "
-                         "and native (Spark's session_window, RocksDB state store); default: all (quick: rocksdb,native)")
+                         "heap, its default: table), native (Spark's session_window, RocksDB state store), restart "
+                         "and rescale (rocksdb, a new application on 2 or 3 partitions after half the files); default: "
+                         "rocksdb,table,heap,native (quick: rocksdb,native)")
     ap.add_argument("--memory-budget", default=None, metavar="SIZE",
                     help="open-sessions only: spark.statekit.memory_budget of statekit's runs (e.g. 2g; default: "
                          "statekit's own)")

@@ -95,6 +95,10 @@ class RunSpec:
     remote: str | None = None
     conf: tuple[tuple[str, str], ...] = ()
     budget_s: float = BUDGET_S
+    partitions: int = PARTITIONS
+    """statekit's state partitions (a resumed run may change them: a rescale)."""
+    final: bool = True
+    """statekit's runs: whether the run ends with ``--final`` (False: a run whose checkpoint a later one resumes)."""
 
 
 def _spark(spec: RunSpec) -> Any:
@@ -131,18 +135,22 @@ def _statekit_metrics(summary: Any, seconds: float) -> dict:
             "fast_path": f"{sum(m['fast_path_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}",
             "caught_up": f"{sum(m['caught_up_partitions'] for m in epochs)}/{sum(m['partitions'] for m in epochs)}",
             "state_bytes": max((m["state_bytes"] for m in epochs), default=0),
+            "first_epoch_seconds": epochs[0]["seconds"] if epochs else 0.0,
+            "first_restore_seconds": epochs[0]["restore_seconds"] if epochs else 0.0,
             "memory_warning": next((m["memory_warning"] for m in epochs if m["memory_warning"]), None)}
 
 
 def run_builtin(spec: RunSpec) -> dict:
-    """``statekit sessionize`` through its Python API (built-in sum and count), stream mode, ``--final``."""
+    """``statekit sessionize`` through its Python API (built-in sum and count), stream mode, ``--final`` unless the
+    spec says otherwise."""
     from statekit.jobs import sessionize
 
     spark = _spark(spec)
     summary, seconds = timed(lambda: sessionize(
         spark, **kafka_source.sessionize_input(spec.input, spec.fmt), output=f"{spec.work}/out", key="user_id",
         time="ts_ms", gap=GAP_MS, watermark_delay=DELAY_MS, aggs=["sum:value", "count"], backend=spec.backend,
-        partitions=PARTITIONS, mode="stream", trigger="available-now", final=True, state_layout=spec.state_layout))
+        partitions=spec.partitions, mode="stream", trigger="available-now", final=spec.final,
+        state_layout=spec.state_layout))
     out = _statekit_metrics(summary, seconds)
     spark.stop()
     return out
@@ -167,7 +175,7 @@ def _run_user_logic(spec: RunSpec, make_operator: Callable[[int], Any]) -> dict:
     summary, seconds = timed(lambda: run_keyed(
         _stream(spark, spec.input, spec.fmt), key="user_id", time="ts_ms", columns=["value"],
         operator_factory=partial(make_operator, GAP_MS), result_schema=OUTPUT_SCHEMA, output=f"{spec.work}/out",
-        watermark_delay=DELAY_MS, config={"backend": spec.backend}, partitions=PARTITIONS, final=True))
+        watermark_delay=DELAY_MS, config={"backend": spec.backend}, partitions=spec.partitions, final=spec.final))
     out = _statekit_metrics(summary, seconds)
     spark.stop()
     return out

@@ -141,3 +141,33 @@ def test_the_report_name_tells_what_differs():
     assert report_name(None, None, None, None) == "open-sessions"
     assert report_name([10_000_000, 30_000_000], 1_000_000, ["rocksdb", "native"], "2g") == \
         "open-sessions-10m-30m-epoch-1m-rocksdb-native-budget-2g"
+
+
+def test_a_rescale_reads_half_the_files_then_the_rest_in_a_new_application(tmp_path, monkeypatch, in_process):
+    """``rescale``: the first half of the files on 2 partitions without --final, then all of them on 3 with --final,
+    each in a process of its own; the times add up, the new application's first epoch is in the notes, the peak is
+    the higher of the two."""
+    root = inputs(tmp_path, 25, 10)
+    calls = []
+
+    def fake(spec):
+        calls.append((sorted(os.listdir(spec.input)), spec.partitions, spec.final))
+        if spec.final:
+            out = _write_sessions(tmp_path / "out", user_ids(pa.array(range(25)).to_numpy()).to_pylist())
+            return {"seconds": 3.0, "batches": 2, "output": out, "first_epoch_seconds": 1.5,
+                    "first_restore_seconds": 0.5, "state_bytes": 10}
+        return {"seconds": 2.0, "batches": 2, "output": "unused", "first_epoch_seconds": 0.1,
+                "first_restore_seconds": 0.0, "state_bytes": 20}
+
+    monkeypatch.setattr(open_sessions, "run_statekit", fake)
+    peaks = iter([_peak(700, 200), _peak(800, 100)])
+    monkeypatch.setattr(open_sessions, "run_isolated", lambda fn, spec: (fn(spec), next(peaks)))
+    res, peak = open_sessions._measure(root, 25, "rescale", ())
+    assert calls == [(["part-00000.parquet"], 2, False),
+                     (["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"], 3, True)]
+    assert (res["seconds"], res["batches"], res["state_bytes"], res["sessions"]) == (5.0, 4, 20, 25)
+    assert res["check"] == "every user's session exactly once"
+    assert (peak.mib(), peak.mib(HOSTS)) == (800, 200)
+    assert open_sessions._timing("rescale", res).endswith(
+        "the new application 3.0 s, its first epoch 1.5 s (restores 0.5 s)")
+    assert not (root / "work-rescale").exists()  # its work directory removed once checked
