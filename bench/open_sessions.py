@@ -366,6 +366,6 @@ def _timing(label: str, res: dict) -> str:
         text += f" (warned: {res['memory_warning']})"
     resumed = res.get("resumed")
     if resumed:
-        text += (f"; the new application {resumed['seconds']:.1f} s, its first epoch {resumed['first_epoch_seconds']:.1f} s"
-                 f" (restores {resumed['first_restore_seconds']:.1f} s)")
+        text += (f"; the new application {resumed['seconds']:.1f} s, its first epoch "
+                 f"{resumed['first_epoch_seconds']:.1f} s (restores {resumed['first_restore_seconds']:.1f} s)")
     return text
