@@ -34,7 +34,7 @@ from ..operators import KeyedOperator, Output
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import TS
 from .results import output_table, parts_table
-from .runtime import peak_grown_bytes, release_free_memory, reset_peak
+from .runtime import release_free_memory, take_peak
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Processed:
 @dataclass(frozen=True)
 class Commit:
     """A partition's committed snapshot: bytes written, seconds taken, state entries it holds; and the process
-    that keeps it (``host:pid``), the bytes that process grew by at its peak this epoch (``peak_grown_bytes``, its
+    that keeps it (``host:pid``), the bytes that process grew by at its peak since its last check (``take_peak``, its
     state's estimate) and the memory budget's warning about them (None: within ``WARN_FRACTION`` of the budget)."""
 
     bytes_written: int
@@ -165,7 +165,6 @@ class LocalRun:
         epoch's watermark; its results go to ``results`` as tables of the result schema, a bounded step
         of the operator's work at a time (``Output.end_step``), in order."""
         job = self.job
-        reset_peak()  # the budget's check at the commit sees this epoch's highest memory, not only its last
         t0 = time.perf_counter()
         self.slot, fast, caught_up = acquire(job, self.epoch, self.store, self.kgs)
         t1 = time.perf_counter()
@@ -209,7 +208,9 @@ class LocalRun:
         slot = self.slot
         assert slot is not None, "commit before process"
         release_free_memory()  # nor the snapshot's pages on the epoch's fires and outputs
-        state_bytes = peak_grown_bytes()  # past the budget on the heap, the epoch fails here: before its commit
+        # the highest memory since the last check (the snapshot it was followed by, this epoch's work), not only
+        # the last: past the budget on the heap, the epoch fails here, before its commit
+        state_bytes = take_peak()
         config = StateConfig.from_dict(self.job.config)
         warning = check_budget(state_bytes, budget_of(config), config.backend, self.job.placement.state_hosts)
         fence(self.store.storage, self.job.lease_token, self.job.checkpoint)  # a run that lost its lease commits nothing

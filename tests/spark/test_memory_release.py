@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from statekit.spark.runtime import peak_grown_bytes, release_free_memory, reset_peak
+from statekit.spark.runtime import peak_grown_bytes, release_free_memory, reset_peak, take_peak
 from statekit.spark.runtime.memory import ALLOCATOR_ENV, allocator_environment, grown_bytes
 
 MIB = 1 << 20
@@ -53,3 +53,17 @@ def test_the_peak_counts_memory_freed_before_the_check_and_starts_anew_at_reset(
     assert now < peak - 200 * MIB  # what a check of the memory now would have seen
     reset_peak()
     assert peak_grown_bytes() < peak - 200 * MIB  # the next epoch's peak starts from now
+
+
+def test_each_check_sees_the_peak_since_the_one_before_it():
+    """``take_peak`` (the budget's check at a commit): memory taken and freed after one check (the snapshot a
+    commit writes after its check) counts at the next, and only there."""
+    release_free_memory()
+    first = take_peak()
+    burst = bytearray(256 * MIB)  # after the check: the commit's snapshot
+    burst[::4096] = b"x" * len(range(0, len(burst), 4096))
+    del burst
+    release_free_memory()
+    second = take_peak()
+    assert second >= 250 * MIB and second >= first  # the next epoch's check sees it
+    assert take_peak() < second - 200 * MIB  # and the one after that no longer does

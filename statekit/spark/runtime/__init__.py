@@ -15,7 +15,7 @@ state work (its ``LocalState``, see ``state_runs``) in the right process, as the
 """
 
 from .host import application_secret
-from .memory import peak_grown_bytes, release_free_memory, reset_peak
+from .memory import peak_grown_bytes, release_free_memory, reset_peak, take_peak
 from .placement import STATE_HOSTS, StatePlacement
 from .pyspark_internals import accelerator_off, executor_pid, is_connect, spark_context
 from .runs import open_run
@@ -26,4 +26,4 @@ from .warmup import warm_up_workers
 
 __all__ = ["HOST_NAME", "LocalState", "SPAWNER_NAME", "STATE_HOSTS", "StatePlacement", "StateRun", "accelerator_off",
            "application_secret", "executor_pid", "is_connect", "open_run", "peak_grown_bytes", "release_free_memory",
-           "reset_peak", "spark_context", "start_task", "task_scope", "warm_up_workers"]
+           "reset_peak", "spark_context", "start_task", "take_peak", "task_scope", "warm_up_workers"]

@@ -10,10 +10,10 @@ A state host also starts with Arrow's allocator (mimalloc) purging freed pages a
 add up to the epoch's peak. Both effects are measured in docs/bench/runtime.md.
 
 ``grown_bytes`` is the resident memory a process gained since its first task began (``mark_start``): what its
-kept state, caches and working memory take. ``peak_grown_bytes`` is the same at its highest since ``reset_peak``
-(an epoch's start): a final watermark's fires can take a multiple of the state for a moment and be freed by the
-commit, so the memory budget's check and a run's ``state_bytes`` metric use the peak (docs/configuration.md,
-"Memory budget").
+kept state, caches and working memory take. ``peak_grown_bytes`` is the same at its highest since ``reset_peak``;
+``take_peak`` reads it and starts it anew. A final watermark's fires can take a multiple of the state for a moment
+and be freed by the commit, and a commit's snapshot comes after its check, so the memory budget's check and a
+run's ``state_bytes`` metric use the peak since the previous check (docs/configuration.md, "Memory budget").
 """
 
 from __future__ import annotations
@@ -105,3 +105,11 @@ def peak_grown_bytes() -> int:
         found = None
     now = grown_bytes()
     return now if found is None else max(now, int(found.group(1)) * 1024 - _start[1])
+
+
+def take_peak() -> int:
+    """``peak_grown_bytes``, then the peak started anew: each call sees the highest memory since the one before
+    (an epoch's check sees the snapshot the previous commit wrote after its own check, and the epoch's work)."""
+    peak = peak_grown_bytes()
+    reset_peak()
+    return peak
