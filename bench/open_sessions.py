@@ -40,7 +40,8 @@ from statekit.memory_budget import BUDGET_SETTING, MACHINE_FRACTION, default_bud
 from .common import (GAP_MS, HOSTS, JVM, MIB, PYTHON, STATEKIT_PYTHON, WORKERS, PeakRSS, check_names, count_tag,
                      progress, run_isolated, watched)
 from .report import BenchReport
-from .spark import DELAY_MS, MASTER, NATIVE, PARTITIONS, SENTINEL, RunSpec, java_version, run_builtin, run_native
+from .spark import (DELAY_MS, MASTER, NATIVE, PARTITIONS, SENTINEL, RunSpec, java_version, run_builtin, run_native,
+                    run_plain_cells)
 
 SIZES = (1_000_000, 10_000_000, 30_000_000)
 QUICK_SIZES = (20_000,)
@@ -67,6 +68,8 @@ class Run:
     layout: str | None = None
     resumed_on: int | None = None
     """Partitions of the new application that reads the second half of the files (None: one application)."""
+    plain: bool = False
+    """``run_keyed`` with the bench's plain Python ``AggregateFunction`` instead of ``sessionize``."""
 
 
 def _statekit(backend: str, layout: str, resumed_on: int | None = None) -> Run:
@@ -82,10 +85,13 @@ RUNS = {  # ``--runs`` names, in the order each size runs them
     "table": _statekit("rocksdb", "table"),
     "heap": _statekit("heap", default_state_layout("heap")),
     "native": Run(f"{NATIVE} (RocksDB state store)", None),
+    "plain": Run("statekit run_keyed, a plain Python AggregateFunction, rocksdb (cells, WindowOperator's default)",
+                 "rocksdb", "cells", plain=True),
     "restart": _statekit("rocksdb", default_state_layout("rocksdb"), PARTITIONS),
     "rescale": _statekit("rocksdb", default_state_layout("rocksdb"), PARTITIONS + 1),
 }
 GROUPS = (("each backend's default layout", "heap", "rocksdb"), ("table layout on rocksdb", None, "table"),
+          ("a plain Python AggregateFunction through run_keyed", None, "plain"),
           ("restarted halfway in a new application", None, "restart"),
           (f"rescaled {PARTITIONS} -> {PARTITIONS + 1} halfway in a new application", None, "rescale"))
 """The report's groups of figures: (title, heap run, rocksdb run), each against the native run."""
@@ -166,12 +172,13 @@ def over_budget(error: str) -> str | None:
     return next(line.strip() for line in error.splitlines() if "memory" in line.lower())
 
 
-def run_statekit(spec: RunSpec) -> dict:
-    """``bench spark``'s ``run_builtin`` (``sessionize``, stream, ``--final``); a run failed over its memory
-    budget gives its seconds until then and the error's line instead of raising."""
+def run_statekit(spec: RunSpec, plain: bool = False) -> dict:
+    """``bench spark``'s ``run_builtin`` (``sessionize``, stream, ``--final``), or with ``plain`` its plain Python
+    aggregate on cells (``run_plain_cells``); a run failed over its memory budget gives its seconds until then and
+    the error's line instead of raising."""
     t0 = time.perf_counter()
     try:
-        return run_builtin(spec)
+        return (run_plain_cells if plain else run_builtin)(spec)
     except Exception as e:
         line = over_budget(f"{e}")
         if line is None:
@@ -257,7 +264,7 @@ def _measure(root: Path, n: int, name: str, conf: tuple[tuple[str, str], ...]) -
         if kind.resumed_on is not None:
             res, peak = _resumed(root / "input", replace(spec, input=str(work / "input")), kind.resumed_on)
         else:
-            res, peak = run_isolated(run_statekit if kind.backend else run_native, spec)
+            res, peak = run_isolated(run_statekit, spec, kind.plain) if kind.backend else run_isolated(run_native, spec)
     if "output" in res:
         res["sessions"], res["check"] = check_sessions(res.pop("output"), n)
     shutil.rmtree(work, ignore_errors=True)

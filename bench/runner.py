@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=_runs, default=None, metavar="NAME,...",
                     help="open-sessions only: the runs to make, comma-separated, of rocksdb (sessionize --backend "
                          "rocksdb, its default layout: cells), table (the same, --state-layout table), heap (--backend "
-                         "heap, its default: table), native (Spark's session_window, RocksDB state store), restart "
+                         "heap, its default: table), native (Spark's session_window, RocksDB state store), plain (run_keyed "
+                         "with a plain Python AggregateFunction on rocksdb, WindowOperator's default layout), restart "
                          "and rescale (rocksdb, a new application on 2 or 3 partitions after half the files); default: "
                          "rocksdb,table,heap,native (quick: rocksdb,native)")
     ap.add_argument("--memory-budget", default=None, metavar="SIZE",

@@ -162,6 +162,12 @@ def run_plain(spec: RunSpec) -> dict:
     return _run_user_logic(spec, session_operator)
 
 
+def run_plain_cells(spec: RunSpec) -> dict:
+    """``run_plain`` on ``WindowOperator``'s default layout (a stored cell per key): the plain aggregate as a user
+    writes it, no layout chosen."""
+    return _run_user_logic(spec, partial(session_operator, state_layout="cells"))
+
+
 def run_vectorized(spec: RunSpec) -> dict:
     """``run_plain`` with the same logic vectorized (``user_logic.VectorSumAndCount``, ``SessionColumns``)."""
     return _run_user_logic(spec, vectorized_session_operator)

@@ -38,11 +38,12 @@ class SessionRow(ProcessWindowFunction):
             yield (key, context.window.start, context.window.end, total, count)
 
 
-def session_operator(gap_ms: int) -> KeyedOperator:
-    """The operator ``run_keyed`` builds in each task (pass ``functools.partial(session_operator, gap)``): the
-    sessions of all keys kept as one columnar table, which takes an accumulator of a flat tuple of numbers."""
+def session_operator(gap_ms: int, state_layout: str = "table") -> KeyedOperator:
+    """The operator ``run_keyed`` builds in each task (pass ``functools.partial(session_operator, gap)``): by
+    default the sessions of all keys kept as one columnar table, which takes an accumulator of a flat tuple of
+    numbers; ``state_layout="cells"`` is ``WindowOperator``'s own default (a stored cell per key)."""
     return WindowOperator(EventTimeSessionWindows.with_gap(gap_ms), function=SumAndCount(),
-                          window_function=SessionRow(), state_layout="table")
+                          window_function=SessionRow(), state_layout=state_layout)
 
 
 class VectorSumAndCount(VectorAggregate):

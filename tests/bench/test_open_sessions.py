@@ -171,3 +171,28 @@ def test_a_rescale_reads_half_the_files_then_the_rest_in_a_new_application(tmp_p
     assert open_sessions._timing("rescale", res).endswith(
         "the new application 3.0 s, its first epoch 1.5 s (restores 0.5 s)")
     assert not (root / "work-rescale").exists()  # its work directory removed once checked
+
+
+def test_the_plain_run_is_run_keyed_with_the_plain_aggregate_on_cells(tmp_path, monkeypatch, in_process):
+    """``plain``: a user's plain Python aggregate through ``run_keyed``, on rocksdb and ``WindowOperator``'s
+    default layout (cells), checked like the others."""
+    root = inputs(tmp_path, 25, 10)
+    seen = []
+
+    def fake(spec):
+        seen.append((spec.backend, spec.state_layout))
+        out = _write_sessions(tmp_path / "out", user_ids(pa.array(range(25)).to_numpy()).to_pylist())
+        return {"seconds": 3.0, "batches": 3, "output": out}
+
+    monkeypatch.setattr(open_sessions, "run_plain_cells", fake)
+    monkeypatch.setattr(open_sessions, "run_builtin", lambda spec: pytest.fail("sessionize run for plain"))
+    res, _ = open_sessions._measure(root, 25, "plain", ())
+    assert seen == [("rocksdb", "cells")] and res["check"] == "every user's session exactly once"
+
+
+def test_the_plain_operator_takes_the_layout_it_is_given():
+    from statekit.bench.user_logic import session_operator
+    from statekit.operators import state_layout_of
+
+    assert state_layout_of(session_operator(30_000).describe()) == "table"
+    assert state_layout_of(session_operator(30_000, state_layout="cells").describe()) == "cells"
