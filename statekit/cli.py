@@ -46,11 +46,15 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     kafka.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
                        help="an option of Spark's Kafka source (maxOffsetsPerTrigger=N, kafka.security.protocol=...)")
     kafka.add_argument("--sink-topic", default=None,
-                       help="also write each epoch's sessions into this topic as JSON, exactly once (one Kafka "
-                            "transaction per epoch: read it with isolation.level=read_committed)")
-    kafka.add_argument("--sink-late-topic", default=None, help="the late records into this topic, in the same transaction")
+                       help="also write each epoch's sessions into this topic as JSON, exactly once (Kafka "
+                            "transactions sent by Spark tasks: read it with isolation.level=read_committed)")
+    kafka.add_argument("--sink-late-topic", default=None,
+                       help="the late records into this topic, in the same transactions")
     kafka.add_argument("--sink-invalid-topic", default=None,
-                       help="the invalid records into this topic, in the same transaction")
+                       help="the invalid records into this topic, in the same transactions")
+    kafka.add_argument("--sink-partitions", type=int, default=None, metavar="N",
+                       help="the sink's transactions (and tasks) per epoch, the records split by key (default 4); "
+                            "a job keeps the count it started with")
     p.add_argument("--output", required=True,
                    help="output: a directory of parquet part files per epoch, or with --output-format delta a Delta table")
     p.add_argument("--output-format", choices=["parquet", "delta"], default="parquet",
@@ -207,17 +211,20 @@ def _kafka_input(args: Any) -> Any:
 def _kafka_sink(args: Any) -> Any:
     """The ``KafkaSink`` of ``--sink-topic`` (None: none asked)."""
     if args.sink_topic is None:
-        if args.sink_late_topic or args.sink_invalid_topic:
-            raise ValueError("--sink-late-topic and --sink-invalid-topic go with --sink-topic")
+        if args.sink_late_topic or args.sink_invalid_topic or args.sink_partitions is not None:
+            raise ValueError("--sink-late-topic, --sink-invalid-topic and --sink-partitions go with --sink-topic")
         return None
     if not args.kafka_bootstrap_servers:
         raise ValueError(f"--sink-topic {args.sink_topic} needs --kafka-bootstrap-servers HOST:PORT")
     if args.output_format == "delta":
         raise ValueError("--sink-topic and --output-format delta: pass one sink")
-    from .spark.kafka_sink import KafkaSink
+    if args.sink_partitions is not None and args.sink_partitions < 1:
+        raise ValueError(f"--sink-partitions {args.sink_partitions}: needs 1 or more")
+    from .spark.kafka_sink import DEFAULT_SINK_PARTITIONS, KafkaSink
 
     return KafkaSink(args.kafka_bootstrap_servers, args.sink_topic, late_topic=args.sink_late_topic,
-                     invalid_topic=args.sink_invalid_topic)
+                     invalid_topic=args.sink_invalid_topic,
+                     sink_partitions=DEFAULT_SINK_PARTITIONS if args.sink_partitions is None else args.sink_partitions)
 
 
 def _reasons(summary: RunSummary) -> dict[str, int]:

@@ -84,7 +84,10 @@ def test_each_mistake_is_reported_before_spark_starts(inp, tmp_path, flags, mess
      "CSV messages have no header: pass their columns with --value-schema"),
     (["--topic", "clicks", "--kafka-bootstrap-servers", "localhost:1", "--kafka-option", "maxOffsetsPerTrigger"],
      "--kafka-option 'maxOffsetsPerTrigger': expected KEY=VALUE"),
-    (["--input", "{tmp}/in", "--sink-late-topic", "late"], "--sink-late-topic and --sink-invalid-topic go with --sink-topic"),
+    (["--input", "{tmp}/in", "--sink-late-topic", "late"],
+     "--sink-late-topic, --sink-invalid-topic and --sink-partitions go with --sink-topic"),
+    (["--input", "{tmp}/in", "--sink-topic", "out", "--kafka-bootstrap-servers", "localhost:1", "--sink-partitions",
+      "0"], "--sink-partitions 0: needs 1 or more"),
 ])
 def test_each_kafka_mistake_is_reported_before_spark_starts(inp, tmp_path, flags, message):
     argv = ["sessionize", "--output", str(tmp_path / "out"), "--key", "user_id", "--time", "ts_ms",
