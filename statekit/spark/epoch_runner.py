@@ -135,7 +135,7 @@ class EpochRunner:
         source = df if df is not None else no_rows(self.spark, self.input_schema)
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, input_splits(source), final,
                          None if initial is None else initial[0].restore)
-        time_column = job.columns[1]
+        time_column = MILLIS if initial is not None else job.columns[1]  # an initial state's times: MILLIS
         router = Router(job.columns[0], time_column, job.partitions, job.max_parallelism, self.routing,
                         job.routed_schema, limit, self.max_ahead, self.time_spec,
                         initial is None and REFUSED in self.input_schema.names)

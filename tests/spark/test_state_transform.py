@@ -295,3 +295,26 @@ def test_an_initial_epoch_with_a_row_its_routing_refuses_commits_nothing(spark, 
                   operator_factory=lambda: KeyedProcessOperator(Profile()), result_schema=RESULT_SCHEMA,
                   output=str(tmp_path / "out"), partitions=2, config={"backend": "heap"}, initial_state=initial)
     assert EpochLog(str(tmp_path / "out" / "_checkpoint")).last() is None
+
+
+def _count_rows(operator, table) -> int:
+    """A restore that keeps nothing: how many rows (keys) it was given."""
+    return table.num_rows
+
+
+def test_an_initial_state_of_keys_alone_commits_its_epoch(spark, tmp_path):
+    """An initial state may hold only the key column (and its times): its routing takes the times from MILLIS, not
+    from a second column it does not have."""
+    from statekit.spark.event_time import MILLIS
+    from statekit.spark.initial_state import InitialState
+
+    state = spark.createDataFrame([("k1", 5), ("k2", 7)], f"k STRING, {MILLIS} BIGINT")
+    spark.conf.set("spark.statekit.state_host", "worker")  # the test's restore goes to Spark's workers, pickled
+    try:
+        run_keyed(spark.createDataFrame([], INPUT_SCHEMA), key="k", time="ts", columns=["value", "category"],
+                  operator_factory=lambda: KeyedProcessOperator(Profile()), result_schema=RESULT_SCHEMA,
+                  output=str(tmp_path / "out"), partitions=2, config={"backend": "heap"},
+                  initial_state=InitialState(state, _count_rows, only=True))
+    finally:
+        spark.conf.unset("spark.statekit.state_host")
+    assert EpochLog(str(tmp_path / "out" / "_checkpoint")).last().epoch == 0
