@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from statekit.jobs import default_state_layout
+from statekit.jobs import DEFAULT_STATE_LAYOUT
 
 from .common import GAP_MS, MIB, PeakRSS, count_tag, progress, run_isolated, timed, watched
 from .open_sessions import BASE_MS, EPOCH, QUICK_EPOCH, SPREAD_MS, committed, user_ids
@@ -226,7 +226,7 @@ def run(quick: bool = False, bootstrap_sessions: list[int] | None = None, histor
         "open_sessions": sizes, "history_clicks_per_user": clicks, "epoch_records": epoch,
         "next_files": NEXT_FILES, "master": MASTER, "partitions": PARTITIONS, "java": java_version(),
         "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "spread_ms": SPREAD_MS, "format": "parquet",
-        "aggs": list(AGGS), "backend": BACKEND, "state_layout": default_state_layout(BACKEND), "rss_sample_s": 0.2,
+        "aggs": list(AGGS), "backend": BACKEND, "state_layout": DEFAULT_STATE_LAYOUT, "rss_sample_s": 0.2,
         "replay": "sessionize over the history (stream, available-now)",
         "bootstrap": "sessionize --initial-state table.parquet on a new checkpoint, input: one empty file",
         "resume": "each checkpoint: sessionize --final on the next input, output checked against numpy's sessions"})

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from statekit.jobs import default_state_layout
+from statekit.jobs import DEFAULT_STATE_LAYOUT
 from statekit.memory_budget import BUDGET_SETTING, MACHINE_FRACTION, default_budget
 
 from .common import (GAP_MS, HOSTS, JVM, MIB, PYTHON, STATEKIT_PYTHON, WORKERS, PeakRSS, check_names, count_tag,
@@ -73,7 +73,7 @@ class Run:
 
 
 def _statekit(backend: str, layout: str, resumed_on: int | None = None) -> Run:
-    default = layout == default_state_layout(backend)
+    default = layout == DEFAULT_STATE_LAYOUT
     label = f"statekit {backend} ({layout}{', its default' if default else ''})"
     if resumed_on is not None:
         label += f", a new application on {resumed_on} partitions halfway"
@@ -81,21 +81,21 @@ def _statekit(backend: str, layout: str, resumed_on: int | None = None) -> Run:
 
 
 RUNS = {  # ``--runs`` names, in the order each size runs them
-    "rocksdb": _statekit("rocksdb", default_state_layout("rocksdb")),
-    "table": _statekit("rocksdb", "table"),
-    "heap": _statekit("heap", default_state_layout("heap")),
+    "rocksdb": _statekit("rocksdb", DEFAULT_STATE_LAYOUT),
+    "cells": _statekit("rocksdb", "cells"),
+    "heap": _statekit("heap", DEFAULT_STATE_LAYOUT),
     "native": Run(f"{NATIVE} (RocksDB state store)", None),
     "plain": Run("statekit run_keyed, a plain Python AggregateFunction, rocksdb (cells, WindowOperator's default)",
                  "rocksdb", "cells", plain=True),
-    "restart": _statekit("rocksdb", default_state_layout("rocksdb"), PARTITIONS),
-    "rescale": _statekit("rocksdb", default_state_layout("rocksdb"), PARTITIONS + 1),
+    "restart": _statekit("rocksdb", DEFAULT_STATE_LAYOUT, PARTITIONS),
+    "rescale": _statekit("rocksdb", DEFAULT_STATE_LAYOUT, PARTITIONS + 1),
 }
-GROUPS = (("each backend's default layout", "heap", "rocksdb"), ("table layout on rocksdb", None, "table"),
+GROUPS = (("each backend's default layout", "heap", "rocksdb"), ("cells layout on rocksdb", None, "cells"),
           ("a plain Python AggregateFunction through run_keyed", None, "plain"),
           ("restarted halfway in a new application", None, "restart"),
           (f"rescaled {PARTITIONS} -> {PARTITIONS + 1} halfway in a new application", None, "rescale"))
 """The report's groups of figures: (title, heap run, rocksdb run), each against the native run."""
-DEFAULT_RUNS = ("rocksdb", "table", "heap", "native")
+DEFAULT_RUNS = ("rocksdb", "cells", "heap", "native")
 """The runs unless ``--runs`` names others (``restart`` and ``rescale`` double a run's time: on request)."""
 QUICK_RUNS = ("rocksdb", "native")
 """``--quick``'s runs unless ``--runs`` names others: a smoke of each engine, two JVM starts."""

@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
                          "variant but tws and floor (spark-medium.*, spark-large.*)")
     ap.add_argument("--state-layout", choices=["table", "cells"], default=None,
                     help="spark only: statekit's state layout on every backend (sessionize --state-layout; default: "
-                         "each backend's own, cells on rocksdb and table on heap; a named one writes spark-*-<layout>.*)")
+                         "table, which on rocksdb moves to cells past its share of the memory budget; a named one writes "
+                         "spark-*-<layout>.*)")
     ap.add_argument("--remote", default=None, metavar="URL",
                     help="spark only: the same runs on Spark Connect sessions: sc://host:port (a running server, "
                          "whose Python workers have statekit) or local[2] (a server started per run); writes "

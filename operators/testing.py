@@ -26,11 +26,15 @@ class OperatorHarness:
         self._restored: dict | None = None
         self._processing_time = 0
 
-    def restore(self, snapshot: bytes) -> None:
-        """Load a snapshot taken by ``snapshot``; call before ``open``."""
+    def restore(self, snapshot: bytes, *others: bytes) -> None:
+        """Load a snapshot taken by ``snapshot`` (with ``others``: the state of all of them, as a rescale merges
+        partitions, and the first one's operator metadata); call before ``open``."""
         if self.backend is not None:
             raise RuntimeError("restore() must be called before open()")
         self._restored = KEY_SERIALIZER.loads(bytes(snapshot))
+        if others:
+            self._restored["state"] = [self._restored["state"],
+                                       *(KEY_SERIALIZER.loads(bytes(o))["state"] for o in others)]
 
     def open(self) -> None:
         self.backend = create_backend(self.config, key_groups=self.key_groups, time_provider=lambda: self._processing_time)

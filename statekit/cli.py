@@ -76,9 +76,9 @@ def _sessionize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agg", action="append", default=None, help=agg_help())
     p.add_argument("--backend", choices=available_backends(), default=None, help=f"state backend (default {DEFAULT_JOB_BACKEND})")
     p.add_argument("--state-layout", choices=["table", "cells"], default=None,
-                   help="cells: a stored value per key, memory flat as state grows; table: every key's sessions "
-                        "as columns, faster while they fit in memory. Default: the checkpoint's layout; for a new one "
-                        "cells on rocksdb, table on heap")
+                   help="table: every key's sessions as columns, the faster one; on rocksdb it moves to cells past "
+                        "its share of the memory budget. cells: a stored value per key from the start. Default: the "
+                        "checkpoint's layout; for a new one table")
     p.add_argument("--checkpoint", default=None, help="checkpoint path or URI (default <output>/_checkpoint)")
     p.add_argument("--partitions", type=int, default=None, help="state partitions (default: Spark's parallelism)")
     spark = p.add_mutually_exclusive_group()

@@ -32,6 +32,12 @@ WARN_FRACTION = 0.8
 """Past this fraction of its budget, a process's state is reported (a warning in the metrics and the log)."""
 IN_MEMORY_BACKENDS = frozenset({"heap"})
 """Backends that hold all state in the process's memory: past the budget their epoch fails."""
+TABLE_FRACTION = 1 / 16
+"""On a backend that keeps state on disk, an operator's in-memory session table may hold rows up to this
+fraction of its process's budget; past it the operator moves them to a stored cell per key (``table_rows``) ..."""
+TABLE_ROW_BYTES = 384
+"""... counting this many bytes a row: a session's row, its key's slot and the working copies of an epoch
+(measured at 10^6-10^7 open sessions, about 340)."""
 
 
 def machine_memory() -> int:
@@ -51,6 +57,15 @@ def budget_of(config: StateConfig) -> int:
     """The budget of the process ``config``'s backends run in: ``config.memory_budget``, else the default of a
     process that is its own executor (embedded use; on Spark, ``run_keyed`` always sets it)."""
     return default_budget(None) if config.memory_budget is None else config.memory_budget
+
+
+def table_rows(config: StateConfig) -> int | None:
+    """How many session rows an operator's in-memory table may hold in a process of ``config`` before it moves
+    them to cells (the way Spark's hash aggregation falls back to sorting when its map outgrows memory); None on
+    a backend of ``IN_MEMORY_BACKENDS``, whose state is in memory whatever its layout."""
+    if config.backend in IN_MEMORY_BACKENDS:
+        return None
+    return max(1, int(budget_of(config) * TABLE_FRACTION) // TABLE_ROW_BYTES)
 
 
 def process_share(budget: int, processes: int) -> int:

@@ -165,6 +165,14 @@ class CellEngine(KeyCodedEngine):
         self._store(resolved, list(new_cells), list(new_cells.values()), old_timers, wm, packed)
         return keys
 
+    def put_encoded(self, resolved: list, table: WindowTable) -> None:
+        """Keys ``resolved`` (holding no windows) with the windows of ``table`` (packed rows in time order,
+        ``table.owner`` indexing ``resolved``) written and timed in bulk: a session table moving to cells."""
+        n, wm = len(resolved), self._timers.current_watermark()
+        table.timers = self._next_timers(table.owner, self._ends(table.rows[:, :self.BOUNDS]), n, wm)
+        self._store(resolved, [], [], {}, wm,
+                    (list(range(n)), self._cells.encode(table), table.timers, np.full(n, NO_TIMER, np.int64)))
+
     def _restore(self, keys: list, windows_of: list[list]) -> None:
         for lo in range(0, len(keys), self.KEYS_AT_ONCE):
             part = keys[lo:lo + self.KEYS_AT_ONCE]

@@ -9,6 +9,10 @@ from statekit.snapshot_header import declare_state_format
 
 TABLE_STATE = "session-table"
 PAGE_FORMAT = declare_state_format(TABLE_STATE, "page", 1)
+MOVED_FORMAT = declare_state_format(TABLE_STATE, "moved", 1)
+MOVED_PAGE = f"session table moved to cells, format {MOVED_FORMAT}".encode()
+"""A key group's page once its table moved its sessions to a cell per key (``SessionTable``'s move): an operator
+opened on it takes its table's sessions to cells too, whatever other groups it is given."""
 _HEAD = 6
 """A page is bytes: six int64 words (PAGE_FORMAT, words per row, keys, rows, key bytes, list-form bytes),
 the rows (int64), each row's key index (int32), each key's length (int32), the keys' bytes (serialized,
@@ -51,7 +55,9 @@ def decode_page(page: bytes, width: int | None = None) -> tuple[int, np.ndarray,
 
 def page_sessions(page: bytes, function: PackedAggregate, version: int | None = None) -> list[list]:
     """A page as people read it: ``[[key, start, end, accumulator], ...]`` (accumulators written by
-    ``function``'s accumulator ``version``)."""
+    ``function``'s accumulator ``version``); none in a moved group's page (its sessions are cells)."""
+    if page == MOVED_PAGE:
+        return []
     _, row_key, rows, kbs, listed = decode_page(page)
     keys = list(map(KEY_SERIALIZER.loads, kbs))
     accs = function.unpack(rows[:, 2:], version)

@@ -16,6 +16,12 @@ Stored: one page per key group in the value state ``session-table``, under the g
 key (``statekit.key_group_representatives``), so pages snapshot, restore and move with their groups on
 rescaling like any state. Pages of the groups an epoch changed are written by a backend flush hook,
 once per flush (before every snapshot); an engine opened on a backend reads every page of its groups.
+
+Bounded: on a backend that keeps state on disk, a table past its share of the memory budget
+(``statekit.memory_budget.table_rows``) moves every session to a stored cell per key, once, and from then on
+the session engine (``operators.engines.session_engine``, state ``sessions``) runs the operator: memory stays
+flat however many sessions are open, where the table would grow with them. Its pages become ``MOVED_PAGE``, so
+an operator restored on any of those groups (rescaled with groups still paged) moves too.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import numpy as np
 
 from statekit import (MAX_TIMESTAMP, InternalTimerService, KeyedStateBackend, PackedAggregate,
                       SerializationError, StateError, ValueState, deserialized_keys, key_group_representatives)
+from statekit.memory_budget import table_rows
 
 from ..columns import ArrowValues, arrow_codes, present_codes, session_runs
 from ..windows import TimeWindow
@@ -34,7 +41,8 @@ from .epoch_start import KeyCodedEngine, KeyCodes
 from .key_slots import KeyBytes, KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
-from .session_pages import TABLE_STATE, decode_page, encode_page, page_sessions
+from .session_engine import SessionEngine
+from .session_pages import MOVED_PAGE, TABLE_STATE, decode_page, encode_page, page_sessions
 from .session_rules import SessionRules
 from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order
 
@@ -51,6 +59,7 @@ class SessionTable(SessionRules, KeyCodedEngine):
 
     STATE = TABLE_STATE
     LAYOUT = "session-table"
+    MOVES_TO = SessionEngine
     BULK_KEYS = 1 << 16
     """The span of key codes merged in bulk at a time: an epoch's bulk work in parts keeps its working
     arrays (about 200 bytes a key, profiled at 500k keys) small next to the table, and each part's codes
@@ -59,8 +68,12 @@ class SessionTable(SessionRules, KeyCodedEngine):
     def __init__(self, gap: int, lateness: int, backend: KeyedStateBackend, state: ValueState,
                  timers: InternalTimerService, sink: WindowSink, add: Callable[[Any, Any], Any],
                  merge: Callable[[Any, Any], Any], metrics: dict[str, int], clears: bool,
-                 packed: PackedAggregate) -> None:
+                 packed: PackedAggregate, *, moved_state: ValueState) -> None:
         super().__init__(gap, lateness, backend, state, timers, sink, add, merge, metrics, clears, packed)
+        self._moved = self.MOVES_TO(gap, lateness, backend, moved_state, timers, sink, add, merge, metrics, clears,
+                                    packed)
+        self._cells: SessionEngine | None = None  # the moved engine, once the table moved to it
+        self._limit = table_rows(backend.config)
         self._function = packed
         self._width = 2 + packed.packed_width()
         self._slots = KeySlots()
@@ -74,11 +87,44 @@ class SessionTable(SessionRules, KeyCodedEngine):
         resolved, _ = backend.resolve_keys([reps[g] for g in groups])
         self._groups = np.arange(groups.start, groups.stop)
         self._page_keys = resolved
-        self._load()
         backend.add_flush_hook(self.write_pages)
+        self._load()
 
     def close(self) -> None:
+        if self._cells is None:
+            self._backend.remove_flush_hook(self.write_pages)
+
+    # -- moving to cells -----------------------------------------------------------------------
+    def _outgrown(self) -> None:
+        """Move to cells when the table holds more rows than its share of the memory budget."""
+        if self._limit is not None and len(self._owner) + len(self._overflow) > self._limit:
+            self._move()
+
+    def _move(self) -> None:
+        """Every session to the session engine's cells (each key's one timer registered), every page of this
+        backend's groups to ``MOVED_PAGE``, and the table emptied: from now on ``self._cells`` runs the operator."""
+        cells = self._moved
+        self._settle()
+        by = np.lexsort((self._rows[:, 0], self._owner))
+        owner, rows = self._owner[by], np.take(self._rows, by, axis=0)
+        held = np.unique(owner)
+        cuts = np.searchsorted(owner, held[::cells.KEYS_AT_ONCE]).tolist() + [len(owner)]
+        for part, (a, b) in enumerate(zip(cuts, cuts[1:])):
+            slots = held[part * cells.KEYS_AT_ONCE:(part + 1) * cells.KEYS_AT_ONCE]
+            table = WindowTable(np.zeros(len(slots), np.int64), np.searchsorted(slots, owner[a:b]), rows[a:b])
+            resolved = list(zip(self._slots.keys_at(slots), self._slots.groups[slots].tolist(),
+                                self._slots.key_bytes(slots).to_pylist()))
+            cells.put_encoded(resolved, table)
+        if self._overflow:
+            keys = self._slots.keys_at(np.array(list(self._overflow), np.int64))
+            sessions = [(key, *s) for key, ss in zip(keys, self._overflow.values()) for s in ss]
+            cells.restore_sessions(*map(list, zip(*sessions)))
+        self._state.update_internal_many(self._page_keys, [MOVED_PAGE] * len(self._page_keys))
         self._backend.remove_flush_hook(self.write_pages)
+        self._slots, self._overflow, self._pending = KeySlots(), {}, []
+        self._owner, self._rows = np.empty(0, np.int64), np.empty((0, self._width), np.int64)
+        self._dirty[:] = False
+        self._cells = cells
 
     # -- slots ---------------------------------------------------------------------------------
     def _release(self, slots: np.ndarray) -> None:
@@ -115,6 +161,14 @@ class SessionTable(SessionRules, KeyCodedEngine):
     # -- an epoch's records --------------------------------------------------------------------
     def _process(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any], fold: Fold | None,
                  fold_packed: PackedFold | None) -> None:
+        if self._cells is not None:
+            self._cells.process(keys, timestamps, value_of, fold, fold_packed)
+            return
+        self._process_table(keys, timestamps, value_of, fold_packed)
+        self._outgrown()
+
+    def _process_table(self, keys: Sequence[Any], timestamps: Any, value_of: Callable[[int], Any],
+                       fold_packed: PackedFold | None) -> None:
         epoch = self._start_epoch(keys, timestamps, value_of, self._locate)
         keys, ts, rows, wm, coded = epoch.keys, epoch.ts, epoch.rows, epoch.wm, epoch.coded
         codes, distinct, slots, refused = coded.codes, coded.distinct, coded.slots, coded.refused
@@ -234,6 +288,13 @@ class SessionTable(SessionRules, KeyCodedEngine):
         self._put_sessions(back_slots, back)
 
     def _restore(self, keys: list, windows_of: list[list]) -> None:
+        if self._cells is not None:
+            self._cells._restore(keys, windows_of)
+            return
+        self._restore_table(keys, windows_of)
+        self._outgrown()
+
+    def _restore_table(self, keys: list, windows_of: list[list]) -> None:
         coded = self._locate(keys, np.ones(len(keys), bool), {})
         if coded.refused:
             i, error = next(iter(coded.refused.items()))
@@ -269,6 +330,9 @@ class SessionTable(SessionRules, KeyCodedEngine):
 
     # -- a watermark ---------------------------------------------------------------------------
     def _advance(self, watermark: int) -> None:
+        if self._cells is not None:
+            self._cells.advance(watermark)
+            return
         previous = self._timers.current_watermark()
         self._timers.advance_watermark(watermark)  # this layout registers no timers: it only moves time
         if not len(self._owner) and not self._overflow:
@@ -408,8 +472,12 @@ class SessionTable(SessionRules, KeyCodedEngine):
     def _load(self) -> None:
         """Take every stored page of this backend's key groups into the table."""
         pages = self._state.get_internal_many(self._page_keys)
+        moved = False
         for g, page in zip(self._groups.tolist(), pages):
             if page is None:
+                continue
+            if page == MOVED_PAGE:
+                moved = True
                 continue
             try:
                 _, row_key, rows, kbs, listed = decode_page(page, self._width)
@@ -423,6 +491,10 @@ class SessionTable(SessionRules, KeyCodedEngine):
             for index, sessions in listed:
                 self._overflow[int(slots[index])] = [list(s) for s in sessions]
         self._settle()
+        if moved:
+            self._move()
+        else:
+            self._outgrown()
 
     @classmethod
     def readable(cls, stored: bytes, function: PackedAggregate, version: int) -> list:
@@ -435,6 +507,8 @@ class SessionTable(SessionRules, KeyCodedEngine):
         accumulator ``version`` are unpacked with its layout, migrated and packed again (kept in the list
         form when they no longer pack)."""
         def page(version: int, stored: bytes) -> bytes:
+            if stored == MOVED_PAGE:
+                return stored
             width = 2 + packed.packed_width()
             _, row_key, rows, kbs, listed = decode_page(stored)
             accs = [migrate(version, a) for a in packed.unpack(rows[:, 2:], version)]

@@ -88,6 +88,9 @@ class WindowEngine(ABC):
     """The name of the state holding the windows."""
     LAYOUT: ClassVar[str]
     """The state layout an operator describes (a checkpoint of another layout is refused)."""
+    MOVES_TO: ClassVar[type["WindowEngine"] | None] = None
+    """The engine this one hands its windows to when they outgrow memory (made with ``moved_state``, that
+    engine's state), or None."""
     _storing: ClassVar[dict[str, type["WindowEngine"]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -35,10 +35,14 @@ class ColumnarWindowOperator(BaseWindowOperator):
         """Bind to a backend (possibly restored) and an output, and make the engine over them."""
         super().open(backend, output)
         engine, packed = self._spec.engine, self.fn.packed
-        state = backend.get_state(self._versioned(ValueStateDescriptor(engine.STATE),
-                                                  lambda migrate: engine.cell_migration(migrate, packed)))
-        self._engine = engine(*self._spec.shape, self.allowed_lateness, backend, state, self._svc, self,
-                              self.fn.incremental(), self.fn.merge, self.metrics, self._clears_window_state, packed)
+
+        def state_of(kind: type[WindowEngine]) -> Any:
+            return backend.get_state(self._versioned(ValueStateDescriptor(kind.STATE),
+                                                     lambda migrate: kind.cell_migration(migrate, packed)))
+        moved = {} if engine.MOVES_TO is None else {"moved_state": state_of(engine.MOVES_TO)}
+        self._engine = engine(*self._spec.shape, self.allowed_lateness, backend, state_of(engine), self._svc, self,
+                              self.fn.incremental(), self.fn.merge, self.metrics, self._clears_window_state, packed,
+                              **moved)
 
     def close(self) -> None:
         self._engine.close()

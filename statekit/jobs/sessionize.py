@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 from ..checkpoint import JobRecord
 from ..durations import to_millis
 from ..operators import STATE_LAYOUTS, EventTimeSessionWindows, WindowColumnsFunction, WindowOperator, state_layout_of
-from ..spark import RunSummary, resolve_config, run_keyed, warm_up_workers
+from ..spark import RunSummary, run_keyed, warm_up_workers
 from ..spark.stream_location import stream_checkpoint
 from ..spark.event_time import TimeSpec, from_millis
 from ..spark.files import read_files
@@ -33,17 +33,10 @@ from .aggregates import RowAggregate, parse_aggs
 from .checkpoint_in_use import job_checkpoint
 from .preflight import session_gap_ms
 
-DEFAULT_STATE_LAYOUTS = {"rocksdb": "cells"}
-"""The layout of a new checkpoint's sessions per backend: on RocksDB a stored cell per key, so memory stays within
-the budget whatever the number of open sessions (docs/memory.md); elsewhere ``DEFAULT_STATE_LAYOUT``."""
 DEFAULT_STATE_LAYOUT = "table"
-"""The layout of a new checkpoint's sessions on a backend that holds its state in memory (heap): every key's
-sessions as columns (``operators.engines.session_table``), the faster one."""
-
-
-def default_state_layout(backend: str) -> str:
-    """The session layout a new checkpoint on ``backend`` gets when none is named."""
-    return DEFAULT_STATE_LAYOUTS.get(backend, DEFAULT_STATE_LAYOUT)
+"""The layout of a new checkpoint's sessions: every key's sessions as columns (``operators.engines.session_table``),
+the faster one; on RocksDB a table past its share of the memory budget moves to a stored cell per key, so memory
+stays flat whatever the number of open sessions (docs/memory.md)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +118,7 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
     sessions (an added one counts their records from this run on) instead of refusing the run.
     ``state_layout``: ``table`` (all keys' sessions as columns, stored per key group: for millions of
     keys) or ``cells`` (a stored value per key); None: the layout the checkpoint was written with, and
-    ``default_state_layout`` of the job's backend for a new one. A checkpoint keeps its layout: another one
+    ``DEFAULT_STATE_LAYOUT`` for a new one. A checkpoint keeps its layout: another one
     is refused. ``kafka``: read this topic instead of ``input`` (``fmt`` is then ``kafka.fmt``); a message that
     does not parse goes to ``_invalid`` with its topic, partition and offset; ``final`` with
     ``trigger="available-now"``: up to the offsets at the run's start. ``initial_state``: a table of open
@@ -179,7 +172,7 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
     version, earlier = accumulator_evolution(recorded, names, migrate_state)
     if state_layout is None:  # the checkpoint's own, so a run resumes whatever layout it was started with
         state_layout = (state_layout_of((recorded or {}).get("operator"))
-                        or default_state_layout(resolve_config(spark, {"backend": backend} if backend else None)[0].backend))
+                        or DEFAULT_STATE_LAYOUT)
     if state_layout not in STATE_LAYOUTS:
         raise ValueError(f"--state-layout must be one of {', '.join(STATE_LAYOUTS)}, got {state_layout!r}")
     factory = SessionOperatorFactory(gap_ms, positions, tuple(names), version, tuple(sorted(earlier.items())),

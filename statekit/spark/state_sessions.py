@@ -13,8 +13,9 @@ import numpy as np
 
 from ..checkpoint.readable_state import readable_state
 from ..logical_snapshot import LogicalSnapshot
-from ..operators import RowAggregate, state_layout_of
+from ..operators import RowAggregate
 from ..operators.aggregates.builtin_aggregates import AGGREGATES
+from ..operators.engines.session_pages import TABLE_STATE
 from ..operators.engines.window_engine import engine_storing
 from .errors import InputError
 from .event_time import TimeSpec, from_millis
@@ -70,12 +71,12 @@ class SessionRowsOf:
 
     def __call__(self, snap: LogicalSnapshot) -> dict[str, list]:
         keys, starts, ends, accumulators = [], [], [], []
-        table = state_layout_of(self.operator) == "table"
         for name, s in snap.states.items():
             if engine_storing(name) is None:
                 if s.entries:
                     raise ValueError(f"state {name!r} holds no sessions: a session operator's state is its sessions")
                 continue
+            table = name == TABLE_STATE  # pages of sessions; else a cell per key (a table that moved has both)
             for _, key, _, cell in s.entries:
                 found = readable_state(self.operator, name, cell)
                 for k, start, end, acc in (found if table else

@@ -28,7 +28,7 @@ def no_run(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     (["spark", "--users", "10000,10k"], "argument --users: '10k' is not a whole number"),
     (["spark", "--users", "0"], "user counts must be positive, got 0"),
     (["open-sessions", "--runs", "rocksdb,fancy"],
-     "argument --runs: unknown run(s) 'fancy'; valid: rocksdb, table, heap, native"),
+     "argument --runs: unknown run(s) 'fancy'; valid: rocksdb, cells, heap, native"),
     (["open-sessions", "--open-sessions", "1e6"], "argument --open-sessions: '1e6' is not a whole number"),
     (["open-sessions", "--epoch-records", "0"], "argument --epoch-records: records per epoch must be positive, got 0"),
     (["bootstrap", "--bootstrap-sessions", "1m"], "argument --bootstrap-sessions: '1m' is not a whole number"),

@@ -121,20 +121,20 @@ def test_heap_over_its_budget_is_reported_and_not_a_failure(measured, tmp_path):
     assert [s.title for s in rep.series_list] == ["peak RSS, whole process tree", "peak RSS, statekit's Python "
                                                   "processes", "time"]
     assert [label for s in rep.series_list for label in s.lines] == [
-        "statekit rocksdb (cells, its default)", "spark session_window (RocksDB state store)",
-        "statekit rocksdb (cells, its default)", "statekit rocksdb (cells, its default)",
+        "statekit rocksdb (table, its default)", "spark session_window (RocksDB state store)",
+        "statekit rocksdb (table, its default)", "statekit rocksdb (table, its default)",
         "spark session_window (RocksDB state store)"]  # the failed heap run left out
 
 
 def test_a_wrong_answer_is_written_then_exits_non_zero(measured, tmp_path):
-    measured.update(table={"seconds": 9.0, "batches": 2, "sessions": 99,
+    measured.update(cells={"seconds": 9.0, "batches": 2, "sessions": 99,
                            "check": "DIFFERS: 1 users without a session, 0 with more than one, 99 clicks"},
                     rocksdb={"seconds": 5.0, "over_budget": "out of memory budget: ... --backend rocksdb"})
-    with pytest.raises(SystemExit, match="(?s)wrong answers.*rocksdb \\(cells, its default\\).*over budget.*table.*99 sessions written; DIFFERS"):
-        runner.run_parts(["open-sessions"], False, tmp_path, open_sessions=[100], runs=["table", "rocksdb"])
-    data = json.loads((tmp_path / "open-sessions-100-rocksdb-table.json").read_text())
+    with pytest.raises(SystemExit, match="(?s)wrong answers.*rocksdb \\(table, its default\\).*over budget.*cells.*99 sessions written; DIFFERS"):
+        runner.run_parts(["open-sessions"], False, tmp_path, open_sessions=[100], runs=["cells", "rocksdb"])
+    data = json.loads((tmp_path / "open-sessions-100-rocksdb-cells.json").read_text())
     assert len(data["failures"]) == 2
-    assert "FAILED" in (tmp_path / "open-sessions-100-rocksdb-table.md").read_text()
+    assert "FAILED" in (tmp_path / "open-sessions-100-rocksdb-cells.md").read_text()
 
 
 def test_the_report_name_tells_what_differs():

@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from statekit.memory_budget import TABLE_FRACTION, TABLE_ROW_BYTES
 from statekit.testing import BACKENDS
 from tests.checkpoint_support import USER_TYPES
 from tests.checkpoint_support import run_python as _run
@@ -235,7 +236,7 @@ from statekit.checkpoint import CheckpointStore
 from statekit.operators import Output
 
 store, out = CheckpointStore({root!r}), Output()
-b = create_backend(StateConfig(backend={backend!r}, local_dir={local!r}))
+b = create_backend(StateConfig(backend={backend!r}, local_dir={local!r}, memory_budget={budget!r}))
 op = table_operator(True)
 op.open(b, out)
 for epoch, records in enumerate({epochs!r}):  # a full snapshot, then a delta
@@ -245,16 +246,20 @@ for epoch, records in enumerate({epochs!r}):  # a full snapshot, then a delta
     store.commit("op", epoch, b, metadata={{"operator": op.snapshot_metadata()}})
 from statekit.checkpoint import JobRecord
 JobRecord({root!r}).write({{"operator_id": "op", "operator": op.describe()}})
-print(json.dumps({{"listed": len(op._engine._overflow), "fired": repr(out.drain())}}))
+print(json.dumps({{"listed": len(op._engine._overflow), "moved": op._engine._cells is not None,
+                  "fired": repr(out.drain())}}))
 """
 READ_TABLE = """
 import json, sys
 from statekit.checkpoint import JobRecord, read_state
 rows = read_state({root!r}, "op", "session-table")
+cells = read_state({root!r}, "op", "sessions")
 assert "statekit.operators" not in sys.modules
 from statekit.checkpoint.readable_state import readable_state
 described = JobRecord({root!r}).read()["operator"]
 pages = sorted(repr(session) for r in rows for session in readable_state(described, "session-table", r["value"]))
+pages += sorted(repr([r["key"], *c[i:i + 3]]) for r in cells for c in [readable_state(described, "sessions", r["value"])]
+                for i in range(1, len(c), 3))
 """ + TABLE_OPERATOR + """
 from statekit import StateConfig
 from statekit.checkpoint import CheckpointStore
@@ -269,19 +274,21 @@ print(json.dumps({{"fired": repr(out.drain()), "pages": pages}}))
 """
 
 
-@pytest.mark.parametrize("source", BACKENDS)
+@pytest.mark.parametrize("source, moves", [("heap", False), ("rocksdb", False), ("rocksdb", True)])
 @pytest.mark.parametrize("target", BACKENDS)
-def test_a_session_table_restores_in_a_fresh_interpreter(tmp_path, source, target):
+def test_a_session_table_restores_in_a_fresh_interpreter(tmp_path, source, moves, target):
     """Session-table pages (packed rows and a key in the list form; a full snapshot and a delta) written by
     one process: a fresh interpreter restores them into either backend and fires what the record path
-    fires on the same input."""
+    fires on the same input. ``moves``: the table's budget (3 rows) is passed in the first epoch, so its
+    sessions are cells by the first commit, and stay cells in the new process."""
     import numpy as np
     from statekit.operators import Output
     from statekit.operators.testing import OperatorHarness
 
     root = str(tmp_path / "ckpt")
+    budget = round(3 * TABLE_ROW_BYTES / TABLE_FRACTION) if moves else None  # memory_budget.table_rows: 3 rows
     wrote = json.loads(_run(textwrap.dedent(WRITE_TABLE).format(backend=source, local=str(tmp_path / "w"), root=root,
-                                                                epochs=TABLE_EPOCHS), tmp_path))
+                                                                epochs=TABLE_EPOCHS, budget=budget), tmp_path))
     got = json.loads(_run(textwrap.dedent(READ_TABLE).format(target=target, local=str(tmp_path / "r"), root=root),
                           tmp_path))
     scope: dict = {}
@@ -294,7 +301,7 @@ def test_a_session_table_restores_in_a_fresh_interpreter(tmp_path, source, targe
         reference.process_watermark(1005 + epoch)
         fired.append(reference.output())
     reference.process_watermark(10_000)
-    assert wrote == {"listed": 1, "fired": repr(fired[0] + fired[1])}
+    assert wrote == {"listed": 0 if moves else 1, "moved": moves, "fired": repr(fired[0] + fired[1])}
     assert got["fired"] == repr(reference.output()) and str((1 << 63) + 4) in got["fired"]
     # read offline: each open session with its key and accumulator (RowAggregate's [first, sum, count])
     assert got["pages"] == sorted(repr(x) for x in [

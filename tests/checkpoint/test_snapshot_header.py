@@ -108,14 +108,14 @@ def test_a_manifest_records_every_format_mark(tmp_path, backend):
     header = json.loads(path.read_text())["header"]
     layout = {"heap": "columns", "rocksdb": 1}[backend]
     assert header == {"version": 1, "formats": {"statekit": CORE, f"backend:{backend}": {"layout": layout},
-                                                "state:session-table": {"page": 1}}}
+                                                "state:session-table": {"page": 1, "moved": 1}}}
     assert "format" not in json.loads(path.read_text())  # the manifest's format is a mark of the header
 
 
 def test_the_job_description_records_the_same_formats():
     """``job_formats`` (what ``run_keyed`` records as ``state_formats``) holds the core marks and every declared
     state's; ``check_job_formats`` reads what jobs recorded before the header and refuses what it cannot read."""
-    assert job_formats() == {"version": 1, "formats": {"statekit": CORE, "state:session-table": {"page": 1}}}
+    assert job_formats() == {"version": 1, "formats": {"statekit": CORE, "state:session-table": {"page": 1, "moved": 1}}}
     for readable in (job_formats(), {"snapshot": 1}, None):
         check_job_formats(readable, "job.json")
     future_page = {"version": 1, "formats": {"statekit": CORE, "state:session-table": {"page": 2}}}
@@ -220,7 +220,7 @@ def test_a_state_format_no_code_here_declares_is_refused_on_restore_and_carried_
     root, _ = commit_table(tmp_path)
     got = json.loads(run_python(textwrap.dedent(READ_WITHOUT_OPERATOR).format(root=str(root)), tmp_path, REPO))
     assert got["operators"] is False and got["pages"] > 0
-    assert "records formats of state:session-table ({'page': 1}), which no code loaded here declares" in got["error"]
+    assert "records formats of state:session-table ({'moved': 1, 'page': 1}), which no code loaded here declares" in got["error"]
     assert "make the operator that stores that state before restoring" in got["error"]
 
 

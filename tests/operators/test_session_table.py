@@ -17,6 +17,7 @@ from hypothesis import example, given, strategies as st
 from statekit import StateConfig, StateError, key_group_for, key_group_representatives
 from statekit.jobs.sessionize import SessionRows
 from statekit.operators import EventTimeSessionWindows, RowAggregate, WindowOperator
+from statekit.operators.engines import session_table
 from statekit.operators.engines.session_table import TABLE_STATE, SessionTable
 from statekit.operators.testing import OperatorHarness
 from tests.operators_support import KeyedWindowResult, differential, fresh_stretch
@@ -96,11 +97,20 @@ def flushed_entries(h: OperatorHarness) -> int:
     return h.num_entries()
 
 
+def moved_pages(h: OperatorHarness) -> int:
+    """The pages a harness's table left as MOVED_PAGE: all of its key groups once it moved to cells, else none."""
+    engine = h.operator._engine
+    return len(engine._page_keys) if engine._cells is not None else 0
+
+
 @pytest.mark.parametrize("function", list(FUNCTIONS))
 @pytest.mark.parametrize("lateness", [0, 7])
-def test_table_equals_record_path(backend_name, tmp_path, function, lateness, monkeypatch):
+@pytest.mark.parametrize("moves", [False, True], ids=["held", "moves"])
+def test_table_equals_record_path(backend_name, tmp_path, function, lateness, moves, monkeypatch):
     # bulk work in parts of two key codes, so that an epoch's keys are merged over several parts
     monkeypatch.setattr(SessionTable, "BULK_KEYS", 2)
+    if moves:  # a table past 4 rows moves to cells, whatever the backend
+        monkeypatch.setattr(session_table, "table_rows", lambda config: 4)
     parts_of = SessionTable._parts
     most_parts = [0]
 
@@ -115,7 +125,7 @@ def test_table_equals_record_path(backend_name, tmp_path, function, lateness, mo
     table = harness(operator(function, lateness, "table", logs[0]), backend_name, tmp_path / "t0")
     reference = harness(operator(function, lateness, None, logs[1]), backend_name, tmp_path / "reference")
     assert type(table.operator._engine) is SessionTable
-    seen = {"restored": 0, "listed": 0}
+    seen = {"restored": 0, "listed": 0, "moved": 0}
     carried = dict.fromkeys(table.metrics, 0)  # metrics of the operators restored from
     examples = itertools.count()
 
@@ -143,6 +153,7 @@ def test_table_equals_record_path(backend_name, tmp_path, function, lateness, mo
                 assert repr(table.side_output(tag)) == repr(reference.side_output(tag))
             assert repr(table.output()) == repr(reference.output())
             seen["listed"] += bool(table.operator._engine._overflow)
+            seen["moved"] += moved_pages(table) > 0
             if restore:
                 snapshot = table.snapshot()
                 for name, value in table.metrics.items():
@@ -162,10 +173,11 @@ def test_table_equals_record_path(backend_name, tmp_path, function, lateness, mo
         for h in (table, reference):
             h.process_watermark(wm + 500)
         assert repr(table.output()) == repr(reference.output())
-        assert flushed_entries(table) == reference.num_entries() == 0
+        assert flushed_entries(table) - moved_pages(table) == reference.num_entries() == 0
 
     check()
-    assert seen["restored"] > 0 and seen["listed"] > 0 and most_parts[0] > 1, (seen, most_parts)
+    assert seen["restored"] > 0 and seen["listed"] > 0 and (most_parts[0] > 1 or moves), (seen, most_parts)
+    assert (seen["moved"] > 0) == moves, seen
     assert (function != "per-window") == (not any(entry[0] == "clear" for entry in logs[0]))
     table.close()
     reference.close()
@@ -215,6 +227,45 @@ def test_rescaled_pages_go_with_their_key_groups(backend_name, target, tmp_path)
         assert flushed_entries(half) == 0
         half.close()
     assert fired_before and sorted(got) == expected
+    whole.close()
+
+
+@pytest.mark.parametrize("target", ["heap", "rocksdb"])
+def test_groups_moved_to_cells_and_paged_groups_restore_into_one_operator(backend_name, target, tmp_path, monkeypatch):
+    """Two partitions rescaled into one: one's table moved to cells, the other's held its pages. The new operator
+    takes the paged sessions to cells too (all its groups are marked moved) and fires every session once, as
+    one operator over all keys would."""
+    keys = [f"k{i}" for i in range(80)]
+    cols = [keys, list(range(80)), list(range(80)), [0.25] * 80]
+    times = np.arange(80, dtype=np.int64) * 3
+    whole = harness(operator("columns", 3, "table"), backend_name, tmp_path / "whole")
+    whole.process_columns(keys, times, cols)
+    whole.process_watermark(20)
+    whole.process_watermark(1000)
+    expected = sorted(repr(r) for r in whole.output())
+    limits = {0: 4, 1: 10_000}  # half 0 moves past 4 rows; half 1 keeps its table
+    snapshots, got = [], []
+    for i, kgs in enumerate((range(0, 64), range(64, 128))):
+        monkeypatch.setattr(session_table, "table_rows", lambda config, i=i: limits[i])
+        mine = [j for j, k in enumerate(keys) if key_group_for(k) in kgs]
+        half = harness(operator("columns", 3, "table"), backend_name, tmp_path / f"half{i}", key_groups=kgs)
+        half.process_columns([keys[j] for j in mine], times[mine], [[c[j] for j in mine] for c in cols])
+        half.process_watermark(20)
+        assert (moved_pages(half) > 0) == (i == 0)
+        snapshots.append(half.snapshot())
+        got += [repr(r) for r in half.output()]
+        half.close()
+    assert got  # some sessions fired before the rescale
+    monkeypatch.setattr(session_table, "table_rows", lambda config: 10_000)
+    one = OperatorHarness(operator("columns", 3, "table"), StateConfig(backend=target, local_dir=str(tmp_path / "one")))
+    one.restore(*snapshots)
+    one.open()
+    assert moved_pages(one) == one.backend.max_parallelism and not len(one.operator._engine._owner)
+    one.process_watermark(1000)
+    got = sorted(got + [repr(r) for r in one.output()])
+    assert len(got) == 80 and got == expected
+    assert flushed_entries(one) == moved_pages(one)
+    one.close()
     whole.close()
 
 

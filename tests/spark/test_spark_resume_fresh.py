@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from statekit.jobs import sessionize
+from statekit.memory_budget import TABLE_FRACTION, TABLE_ROW_BYTES
 from statekit.spark import run_keyed
 from statekit.testing import BACKENDS
 from tests.spark_support import (FRESH_WORKERS, clickstream, code_module, copy_in_name_order, output_rows,
@@ -24,8 +25,8 @@ from tests.spark_support import (FRESH_WORKERS, clickstream, code_module, copy_i
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def _sessionize(inp, out, ckpt, backend, partitions, final=False):
-    succeeded(statekit_process("sessionize", "--input", str(inp), "--output", str(out), "--checkpoint", str(ckpt),
+def _sessionize(inp, out, ckpt, backend, partitions, final=False, confs=()):
+    succeeded(statekit_process("sessionize", *confs, "--input", str(inp), "--output", str(out), "--checkpoint", str(ckpt),
                                "--key", "user_id", "--time", "ts_ms", "--gap", "30s", "--watermark-delay", "10s",
                                "--agg", "sum:value", "--agg", "count", "--backend", backend, "--partitions",
                                str(partitions), "--master", "local[2]", "--trigger", "available-now", *FRESH_WORKERS,
@@ -37,10 +38,16 @@ CHAIN = [*BACKENDS, BACKENDS[0]]
 PARTITIONS = (2, 3, 1)  # then 2 -> 3 (a split) and 3 -> 1 (a merge), over and over
 
 
-@pytest.mark.parametrize("layout,backends", [("cells", CHAIN), ("table", ["rocksdb"] * 3)], ids=["cells", "table"])
-def test_resume_and_rescale_in_new_applications(spark, tmp_path, layout, backends):
-    """Only the first run names its layout: the later ones carry the checkpoint's (into another backend too),
-    the table checkpoint on RocksDB too, where a new checkpoint's default is cells."""
+MOVES = ["--conf", f"spark.statekit.memory_budget={round(2 * 5 * TABLE_ROW_BYTES / TABLE_FRACTION)}"]
+"""A budget whose table holds 5 session rows in each of a run's 2 state hosts: past them it moves to cells."""
+
+
+@pytest.mark.parametrize("layout,backends,moves", [("cells", CHAIN, False), ("table", ["rocksdb"] * 3, False),
+                                                  ("table", ["rocksdb"] * 3, True)], ids=["cells", "table", "table-moves"])
+def test_resume_and_rescale_in_new_applications(spark, tmp_path, layout, backends, moves):
+    """Only the first run names its layout: the later ones carry the checkpoint's (into another backend too).
+    ``moves``: the later runs' budget moves the restored table to cells, and the rescales after that restore
+    cells and moved pages."""
     clicks = clickstream(1500, 30, seed=11)
     staged = write_input(clicks, tmp_path / "staged", files=len(backends))
     reference = spark_sessions(spark, staged)
@@ -54,12 +61,13 @@ def test_resume_and_rescale_in_new_applications(spark, tmp_path, layout, backend
                        gap="30s", watermark_delay="10s", aggs=["sum:value", "count"], backend=backend,
                        partitions=partitions, state_layout=layout)
         else:
-            _sessionize(inp, out, ckpt, backend, partitions, final=i == len(files) - 1)
+            _sessionize(inp, out, ckpt, backend, partitions, final=i == len(files) - 1, confs=MOVES if moves else ())
     assert output_rows(spark, out) == reference
     from statekit.checkpoint import inspect_checkpoint
     info = inspect_checkpoint(str(ckpt))
-    states = {name for op in info.operators for p in op.partitions for e in p.epochs for name in e.states}
-    assert ("session-table" in states) == (layout == "table")  # pages, or a cell per key
+    held = {name for op in info.operators for p in op.partitions for e in p.epochs for name, n in e.states.items() if n["entries"]}
+    assert ("session-table" in held) == (layout == "table")  # pages, or a cell per key
+    assert ("sessions" in held) == (layout == "cells" or moves)  # a table that moved holds cells too
 
 
 FACTORY = '''
