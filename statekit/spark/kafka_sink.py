@@ -7,7 +7,9 @@ that splits their records into ``sink_partitions`` sink partitions by a hash of 
 (``kafka_transactions``), and sends each sink partition in one transaction of its own producer,
 ``transactional.id`` ``<base>-<i>`` (``<base>`` derived from the checkpoint, the operator and the topic), together
 with the partition's marker; then the epoch commits. A replayed epoch sends the sink partitions whose marker lacks
-it, and nothing of the others: no second copy is ever visible under ``read_committed``.
+it, and nothing of the others: no second copy is ever visible under ``read_committed``. A topic the driver-side sink
+of earlier versions wrote (one transaction per epoch, id ``<base>``, marker group ``<base>-epochs``) is taken over:
+its marker counts for every sink partition, and its id is fenced before the first epoch's transactions.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import hashlib
 import logging
 from typing import Any, Mapping
 
-from .kafka_transactions import (RECORDS_SCHEMA, STATS_SCHEMA, PartitionWriter, RowEncoder, client, common_config,
-                                 marker_group, read_marker)
+from .kafka_transactions import (RECORDS_SCHEMA, STATS_SCHEMA, PartitionWriter, RowEncoder, client, legacy_group,
+                                 marker_consumer, marker_group, read_legacy_marker, read_marker,
+                                 transactional_producer)
 from .plan import INVALID_TAG, LATE_TAG
 from .sinks import EpochSink
 
@@ -48,29 +51,42 @@ class KafkaSink(EpochSink):
         self._pending: dict[str, Any] = {}
         self._pending_epoch: int | None = None
         self._slot_values: tuple[int, ...] | None = None
+        self._legacy: tuple[int | None] | None = None  # the legacy marker once read (per run)
 
     def open(self, checkpoint: str, operator_id: str) -> None:
         if self.transactional_id is None:
             digest = hashlib.sha256(f"{checkpoint}\0{operator_id}\0{self.topic}".encode()).hexdigest()[:20]
             self.transactional_id = f"statekit-{operator_id}-{digest}"
+        self._legacy = None
 
     def markers(self) -> list[int | None]:
         """Each sink partition's last committed epoch (its marker), None where none committed."""
-        kafka, base = client(), self._base_id()
         found = []
         for i in range(self.sink_partitions):
-            consumer = kafka.Consumer({**common_config(self.bootstrap_servers, self.config),
-                                       "group.id": marker_group(base, i), "enable.auto.commit": False,
-                                       "isolation.level": "read_committed"})
-            try:
-                found.append(read_marker(consumer, self.topic, marker_group(base, i), self.sink_partitions))
-            finally:
-                consumer.close()
+            group = marker_group(self._base_id(), i)
+            with marker_consumer(self.bootstrap_servers, self.config, group) as consumer:
+                found.append(read_marker(consumer, self.topic, group, self.sink_partitions))
         return found
 
+    def legacy_marker(self) -> int | None:
+        """The last epoch the driver-side sink of earlier versions committed into the topic (its group
+        ``<base>-epochs``), None if it never did. Read once per run; where the group exists, that sink's
+        transactional id ``<base>`` is fenced first (its ``init_transactions`` aborts a transaction it left open,
+        which would hold back ``read_committed`` readers, and a marker inside it), then the marker is read."""
+        if self._legacy is None:
+            found = self._read_legacy("read_uncommitted")  # a marker in an open transaction is not waited for
+            if found is not None:
+                transactional_producer(self.bootstrap_servers, self.config, self._base_id())  # fenced, dropped
+                found = self._read_legacy("read_committed")
+            self._legacy = (found,)
+        return self._legacy[0]
+
     def written_through(self) -> int | None:
-        """The last epoch every sink partition committed (each epoch commits all of them), None if none did."""
-        found = self.markers()
+        """The last epoch every sink partition committed (each epoch commits all of them), None if none did. The
+        legacy marker's epoch counts for every sink partition: that sink sent each of its epochs whole."""
+        legacy, found = self.legacy_marker(), self.markers()
+        if legacy is not None:
+            found = [legacy if e is None else max(e, legacy) for e in found]
         return None if None in found else min(e for e in found if e is not None)
 
     def write_side(self, tag: str, rows: Any, epoch_id: int) -> None:
@@ -87,7 +103,7 @@ class KafkaSink(EpochSink):
             raise ValueError(f"KafkaSink key={key!r} is not a result column (they are {', '.join(results.columns)})")
         done = self.written_through()
         if done is not None and done >= epoch_id:
-            return  # a replay: every sink partition committed this epoch before
+            return  # a replay: every sink partition (or the driver-side sink of earlier versions) committed it
         n, spark = self.sink_partitions, results.sparkSession
         records = results.mapInArrow(RowEncoder(self.topic, key, n), RECORDS_SCHEMA)
         for tag, rows in side.items():
@@ -110,6 +126,11 @@ class KafkaSink(EpochSink):
         """The tasks' writer of ``epoch_id`` (picklable: it goes to the executors)."""
         return PartitionWriter(self.bootstrap_servers, tuple(self.config.items()), self._base_id(), self.topic,
                                self.sink_partitions, epoch_id)
+
+    def _read_legacy(self, isolation: str) -> int | None:
+        group = legacy_group(self._base_id())
+        with marker_consumer(self.bootstrap_servers, self.config, group, isolation) as consumer:
+            return read_legacy_marker(consumer, self.topic, group)
 
     def _slots(self, spark: Any) -> tuple[int, ...]:
         """For each sink partition ``i`` an int that Spark's hash partitioning into ``sink_partitions`` puts in

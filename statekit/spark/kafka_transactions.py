@@ -7,7 +7,9 @@ sends one sink partition's records of an epoch: a producer of ``transactional.id
 ``init_transactions`` fences every earlier producer of the id and aborts the transaction one left open), then the
 partition's marker (the offset its consumer group ``<base>-<i>-epochs`` committed on partition 0 of the topic):
 an epoch at or below it is a replay, nothing is sent; else one transaction with the records and the marker
-``epoch + 1``. The protocol and its failure cases: docs/kafka.md.
+``epoch + 1``. The driver's look-ups share the markers' reading and validation: the sink partitions' and the
+marker of the driver-side sink of earlier versions (``legacy_group``). The protocol and its failure cases:
+docs/kafka.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import decimal
 import json
 import time
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, Callable, Iterable, Iterator
@@ -64,10 +67,49 @@ def marker_group(base_id: str, partition: int) -> str:
     return f"{base_id}-{partition}-epochs"
 
 
+def legacy_group(base_id: str) -> str:
+    """The consumer group of the driver-side sink of earlier versions (one transaction per epoch, of transactional
+    id ``base_id``): its offset on partition 0 of the topic is the last epoch that sink committed, plus one."""
+    return f"{base_id}-epochs"
+
+
+@contextmanager
+def marker_consumer(bootstrap_servers: str, config: dict[str, str], group: str,
+                    isolation: str = "read_committed") -> Iterator[Any]:
+    """A consumer of ``group`` that only reads its committed offsets (a marker), closed after: ``read_committed``
+    waits for a marker inside an open transaction (librdkafka asks for stable offsets), ``read_uncommitted`` not."""
+    consumer = client().Consumer({**common_config(bootstrap_servers, config), "group.id": group,
+                                  "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        yield consumer
+    finally:
+        consumer.close()
+
+
 def read_marker(consumer: Any, topic: str, group: str, partitions: int) -> int | None:
     """The last epoch a sink partition committed, from ``consumer`` (of ``group``, ``read_committed``: a marker
     inside an open transaction is waited for); None if none. A marker another sink wrote, or one of a sink with
     another partition count, is refused: the records of its epochs would go to other transactional ids."""
+    meta = _committed_marker(consumer, topic, group, ("epoch", "partitions"))
+    if meta is None:
+        return None
+    if meta["partitions"] != partitions:
+        raise ValueError(f"the sink wrote {topic} with {meta['partitions']} sink partitions (consumer group {group}) "
+                         f"and now has {partitions}: a replayed epoch would be sent again; keep sink_partitions="
+                         f"{meta['partitions']}, or write to another topic")
+    return meta["epoch"]
+
+
+def read_legacy_marker(consumer: Any, topic: str, group: str) -> int | None:
+    """The last epoch the driver-side sink of earlier versions committed, from ``consumer`` (of its
+    ``legacy_group``); None if none. Its marker's metadata is ``{"epoch": E}`` exactly: anything else is refused."""
+    meta = _committed_marker(consumer, topic, group, ("epoch",))
+    return None if meta is None else meta["epoch"]
+
+
+def _committed_marker(consumer: Any, topic: str, group: str, fields: tuple[str, ...]) -> dict[str, int] | None:
+    """The metadata of the offset ``group`` committed on partition 0 of ``topic``, None if none: a JSON object of
+    exactly the int ``fields``, its ``epoch`` the offset - 1, or an error naming the group (another's group)."""
     kafka = client()
     [marker] = retried(lambda: consumer.committed([kafka.TopicPartition(topic, 0)], timeout=_TIMEOUT))
     if marker.error is not None:
@@ -78,15 +120,21 @@ def read_marker(consumer: Any, topic: str, group: str, partitions: int) -> int |
         meta = json.loads(marker.metadata or "")
     except ValueError:
         meta = None
-    if not (isinstance(meta, dict) and meta.get("epoch") == marker.offset - 1 and type(meta.get("partitions")) is int):
+    if not (isinstance(meta, dict) and sorted(meta) == sorted(fields) and all(type(v) is int for v in meta.values())
+            and meta["epoch"] == marker.offset - 1):
         raise ValueError(f"consumer group {group} holds offset {marker.offset} on {topic}[0] with metadata "
                          f"{(marker.metadata or '')[:200]!r}: not a marker of this sink; give the sink another "
                          f"transactional_id or delete the group")
-    if meta["partitions"] != partitions:
-        raise ValueError(f"the sink wrote {topic} with {meta['partitions']} sink partitions (consumer group {group}) "
-                         f"and now has {partitions}: a replayed epoch would be sent again; keep sink_partitions="
-                         f"{meta['partitions']}, or write to another topic")
-    return meta["epoch"]
+    return meta
+
+
+def transactional_producer(bootstrap_servers: str, config: dict[str, str], transactional_id: str) -> Any:
+    """A new producer of ``transactional_id``, initialized: its ``init_transactions`` fences every earlier producer
+    of the id and aborts the transaction one left open (waiting for one whose commit the coordinator accepted)."""
+    producer = client().Producer({**common_config(bootstrap_servers, config), "transactional.id": transactional_id,
+                                  "linger.ms": 5, **config})
+    retried(lambda: producer.init_transactions(_TIMEOUT))
+    return producer
 
 
 def _json_value(value: Any) -> Any:
@@ -156,10 +204,9 @@ class PartitionWriter:
         marker: how many were sent, or None if its marker says the epoch is in (a replay: nothing sent)."""
         kafka = client()
         producer = self._producer(partition)  # fences earlier producers of the id; aborts what one left open
-        consumer = kafka.Consumer({**self._common(), "group.id": marker_group(self.base_id, partition),
-                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
-        try:
-            done = read_marker(consumer, self.marker_topic, marker_group(self.base_id, partition), self.partitions)
+        group = marker_group(self.base_id, partition)
+        with marker_consumer(self.bootstrap_servers, dict(self.config), group) as consumer:
+            done = read_marker(consumer, self.marker_topic, group, self.partitions)
             if done is not None and done >= self.epoch:
                 return None
             producer.begin_transaction()
@@ -174,8 +221,6 @@ class PartitionWriter:
                 raise
             self._commit(producer)
             return sent
-        finally:
-            consumer.close()
 
     def _commit(self, producer: Any) -> None:
         """Commit the transaction: the partition's records and marker become visible together."""
@@ -205,13 +250,7 @@ class PartitionWriter:
         """A new producer of sink partition ``partition``'s transactional id, initialized. A new one per epoch: a
         producer that outlived a broker restart idle could hang in its next transaction (librdkafka 2.16 against
         Kafka 4.1)."""
-        producer = client().Producer({**self._common(), "transactional.id": f"{self.base_id}-{partition}",
-                                      "linger.ms": 5, **dict(self.config)})
-        retried(lambda: producer.init_transactions(_TIMEOUT))
-        return producer
-
-    def _common(self) -> dict[str, str]:
-        return common_config(self.bootstrap_servers, dict(self.config))
+        return transactional_producer(self.bootstrap_servers, dict(self.config), f"{self.base_id}-{partition}")
 
 
 def common_config(bootstrap_servers: str, config: dict[str, str]) -> dict[str, str]:

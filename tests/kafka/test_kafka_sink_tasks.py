@@ -1,7 +1,9 @@
 """The Kafka sink's per-task transactions against a real broker (tools/kafka/broker.py, one for the module:
 conftest.py), in the shared SparkSession: results and side outputs once under ``read_committed`` across 3 sink
 partitions through replays, a replay after only some sink partitions committed (it sends only the others), a
-zombie producer of a sink partition's id fenced, and a changed sink partition count refused."""
+zombie producer of a sink partition's id fenced, a changed sink partition count refused, and a topic the driver-side
+sink of earlier versions wrote taken over (its epochs not sent again, its open transaction aborted, a garbage marker
+in its group refused)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 
 from statekit.spark import KafkaSink
-from statekit.spark.kafka_transactions import EPOCH_HEADER, RowEncoder
+from statekit.spark.kafka_transactions import EPOCH_HEADER, RowEncoder, legacy_group
 from tests.kafka_support import consume, create_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -117,3 +119,80 @@ def test_a_zombie_producer_of_a_sink_partition_is_fenced(spark, broker, tmp_path
     assert _seen(broker, "tasks-zombie") == _expected(_results(0), 0)
     uncommitted = _seen(broker, "tasks-zombie", committed_only=False)
     assert uncommitted - _expected(_results(0), 0) == Counter([(b"zombie", '{"zombie": true}', 0)])  # in the log
+
+
+def _legacy_epoch(broker: str, sink: KafkaSink, epoch: int) -> Any:
+    """The driver-side sink of earlier versions (commit 0de68aa) sending ``epoch``: its records and its marker (group
+    ``<base>-epochs``, offset ``epoch + 1`` on partition 0, metadata ``{"epoch": epoch}``) in one transaction of
+    id ``<base>``, left open: its producer, for the caller to commit or to leave (killed before its commit). Its
+    transaction timeout is 5 minutes, so that only a fence aborts it within a test."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": broker, "transactional.id": sink.transactional_id,
+                         "transaction.timeout.ms": 300_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for user, start, count in _results(epoch):
+        producer.produce(sink.topic, key=user.encode(), headers=[(EPOCH_HEADER, str(epoch).encode())],
+                         value=json.dumps({"user_id": user, "window_start": start, "count": count}).encode())
+    group = Consumer({"bootstrap.servers": broker, "group.id": legacy_group(sink.transactional_id)})
+    marker = TopicPartition(sink.topic, 0, epoch + 1, json.dumps({"epoch": epoch}))
+    producer.send_offsets_to_transaction([marker], group.consumer_group_metadata(), 30)
+    group.close()
+    assert producer.flush(30) == 0
+    return producer
+
+
+def test_epochs_the_driver_side_sink_committed_are_not_sent_again(spark, broker, tmp_path):
+    """A topic whose epochs 0 and 1 the driver-side sink of earlier versions committed, then the job resumed with
+    this sink: replays of epochs 1 and 0 send nothing (the legacy marker holds them, for every sink partition),
+    epoch 2 is sent; a read_committed consumer sees each record once."""
+    sink = _sink(broker, tmp_path, "tasks-legacy")
+    for epoch in (0, 1):
+        _legacy_epoch(broker, sink, epoch).commit_transaction(30)
+    assert sink.legacy_marker() == 1 and sink.markers() == [None, None, None] and sink.written_through() == 1
+    for epoch in (1, 0, 2):
+        sink.write(spark.createDataFrame(_results(epoch), RESULT_SCHEMA), epoch)
+    assert sink.markers() == [2, 2, 2] and sink.written_through() == 2
+    expected = _expected(_results(0), 0) + _expected(_results(1), 1) + _expected(_results(2), 2)
+    assert _seen(broker, "tasks-legacy") == expected
+    assert _seen(broker, "tasks-legacy", committed_only=False) == expected
+
+
+def test_a_transaction_the_driver_side_sink_left_open_is_aborted(spark, broker, tmp_path):
+    """The driver-side sink committed epoch 0 and was killed in epoch 1 after sending its records and marker, before
+    the commit; the resumed job's first epoch (1) fences the old id: its transaction is aborted (its commit then
+    fails), its records are never visible under read_committed, and they do not hold the topic back: the new
+    sink's epoch 1 is read to the end."""
+    from confluent_kafka import KafkaException
+
+    sink = _sink(broker, tmp_path, "tasks-legacy-open")
+    _legacy_epoch(broker, sink, 0).commit_transaction(30)
+    killed = _legacy_epoch(broker, sink, 1)
+    sink.write(spark.createDataFrame(_results(1), RESULT_SCHEMA), 1)
+    with pytest.raises(KafkaException):
+        killed.commit_transaction(30)
+    assert sink.legacy_marker() == 0 and sink.markers() == [1, 1, 1]
+    assert _seen(broker, "tasks-legacy-open") == _expected(_results(0), 0) + _expected(_results(1), 1)
+    assert _seen(broker, "tasks-legacy-open", committed_only=False) == (
+        _expected(_results(0), 0) + _expected(_results(1), 1) + _expected(_results(1), 1))  # the aborted one's too
+
+
+def test_a_garbage_marker_in_the_driver_side_sinks_group_is_refused(spark, broker, tmp_path):
+    """An offset in the legacy group that is not the driver-side sink's marker (not JSON, not an object, an epoch
+    other than offset - 1 or not an int, this sink's own marker shape) is refused naming the group; nothing sent."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(broker, "tasks-legacy-garbage", 2)
+    df = spark.createDataFrame(_results(0), RESULT_SCHEMA)
+    garbage = ["{not json", "[2]", '{"epoch": 5}', '{"epoch": "2"}', '{"epoch": 2, "partitions": 3}', ""]
+    for i, metadata in enumerate(garbage):
+        sink = KafkaSink(broker, "tasks-legacy-garbage", sink_partitions=2, transactional_id=f"legacy-garbage-{i}")
+        group = Consumer({"bootstrap.servers": broker, "group.id": legacy_group(sink.transactional_id),
+                          "enable.auto.commit": False})
+        group.commit(offsets=[TopicPartition(sink.topic, 0, 3, metadata)], asynchronous=False)
+        group.close()
+        with pytest.raises(ValueError, match=f"consumer group legacy-garbage-{i}-epochs holds offset 3 on "
+                                             r"tasks-legacy-garbage\[0\] .* not a marker of this sink"):
+            sink.write(df, 0)
+    assert consume(broker, "tasks-legacy-garbage", committed_only=False) == []
