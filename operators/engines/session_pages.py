@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 from statekit import KEY_SERIALIZER, PackedAggregate
@@ -63,3 +65,28 @@ def page_sessions(page: bytes, function: PackedAggregate, version: int | None = 
     accs = function.unpack(rows[:, 2:], version)
     out = [[keys[k], s, e, a] for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs)]
     return out + [[keys[k], s, e, a] for k, sessions in listed for s, e, a in sessions]
+
+
+def page_migration(migrate: Callable[[int, Any], Any], packed: PackedAggregate) -> Callable[[int, bytes], bytes]:
+    """A migration of pages from one of their accumulators' (``migrate(version, accumulator)``, each session's):
+    rows written by accumulator ``version`` are unpacked with its layout, migrated and packed again (kept in the
+    list form when they no longer pack); a moved group's page stays as it is."""
+    def page(version: int, stored: bytes) -> bytes:
+        if stored == MOVED_PAGE:
+            return stored
+        width = 2 + packed.packed_width()
+        _, row_key, rows, kbs, listed = decode_page(stored)
+        accs = [migrate(version, a) for a in packed.unpack(rows[:, 2:], version)]
+        listed = [[i, [[s, e, migrate(version, a)] for s, e, a in sessions]] for i, sessions in listed]
+        words = packed.pack(accs) if accs else np.zeros((0, width - 2), np.int64)
+        if words is None:  # some accumulators no longer pack: the page's sessions all in the list form
+            per_key: dict[int, list] = {}
+            for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs):
+                per_key.setdefault(k, []).append([s, e, a])
+            listed += [[k, sessions] for k, sessions in per_key.items()]
+            row_key, new_rows = np.zeros(0, np.int32), np.zeros((0, width), np.int64)
+        else:
+            new_rows = np.concatenate((rows[:, :2], np.asarray(words, np.int64)), axis=1)
+        return encode_page(width, row_key, new_rows, np.fromiter(map(len, kbs), np.int32, len(kbs)),
+                           b"".join(kbs), listed)
+    return page

@@ -42,7 +42,7 @@ from .key_slots import KeyBytes, KeySlots
 from .packed_cells import WindowTable
 from .packed_sessions import merged
 from .session_engine import SessionEngine
-from .session_pages import MOVED_PAGE, TABLE_STATE, decode_page, encode_page, page_sessions
+from .session_pages import MOVED_PAGE, TABLE_STATE, decode_page, encode_page, page_migration, page_sessions
 from .session_rules import SessionRules
 from .window_engine import Fold, PackedFold, WindowSink, key_codes, timer_order
 
@@ -503,25 +503,5 @@ class SessionTable(SessionRules, KeyCodedEngine):
 
     @classmethod
     def cell_migration(cls, migrate: Callable[[int, Any], Any], packed: PackedAggregate | None = None) -> Callable[[int, Any], Any]:
-        """A migration of stored pages from one of their accumulators' (each session's): rows written by
-        accumulator ``version`` are unpacked with its layout, migrated and packed again (kept in the list
-        form when they no longer pack)."""
-        def page(version: int, stored: bytes) -> bytes:
-            if stored == MOVED_PAGE:
-                return stored
-            width = 2 + packed.packed_width()
-            _, row_key, rows, kbs, listed = decode_page(stored)
-            accs = [migrate(version, a) for a in packed.unpack(rows[:, 2:], version)]
-            listed = [[i, [[s, e, migrate(version, a)] for s, e, a in sessions]] for i, sessions in listed]
-            words = packed.pack(accs) if accs else np.zeros((0, width - 2), np.int64)
-            if words is None:  # some accumulators no longer pack: the page's sessions all in the list form
-                per_key: dict[int, list] = {}
-                for k, (s, e), a in zip(row_key.tolist(), rows[:, :2].tolist(), accs):
-                    per_key.setdefault(k, []).append([s, e, a])
-                listed += [[k, sessions] for k, sessions in per_key.items()]
-                row_key, new_rows = np.zeros(0, np.int32), np.zeros((0, width), np.int64)
-            else:
-                new_rows = np.concatenate((rows[:, :2], np.asarray(words, np.int64)), axis=1)
-            return encode_page(width, row_key, new_rows, np.fromiter(map(len, kbs), np.int32, len(kbs)),
-                               b"".join(kbs), listed)
-        return page
+        """A migration of stored pages (``session_pages.page_migration``)."""
+        return page_migration(migrate, packed)
