@@ -73,13 +73,13 @@ def test_invalid_and_late_rows_go_to_side_outputs(spark, tmp_path):
 
 @pytest.mark.parametrize("layout", ["table", "cells"])
 def test_committed_state_as_dataframe(spark, sample, tmp_path, layout):
-    """Open sessions read back from the checkpoint: the table's pages (heap's default layout) as
-    ``[[key, start, end, accumulator], ...]`` per key group, or a cell per key (RocksDB's default)."""
+    """Open sessions read back from the checkpoint: the table's pages (the default layout) as
+    ``[[key, start, end, accumulator], ...]`` per key group, or a cell per key (``--state-layout cells``)."""
     clicks, d = sample
     out = tmp_path / "out"
     sessionize(spark, input=str(d), output=str(out), key="user_id", time="ts_ms", gap=GAP, watermark_delay=DELAY,
                aggs=["sum:value", "count"], backend="heap" if layout == "table" else "rocksdb",
-               partitions=2)  # no final: sessions stay open; no layout named: the backend's default
+               partitions=2, state_layout=None if layout == "table" else layout)  # no final: sessions stay open
     df = read_state_df(spark, str(out / "_checkpoint"), "sessionize", "session-table" if layout == "table" else "sessions")
     assert set(df.columns) == {"key_group", "key", "namespace", "value", "ttl_timestamp"}
     rows = df.collect()
