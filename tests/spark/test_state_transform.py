@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark import cloudpickle
 
-from statekit.checkpoint import JobChangeError
+from statekit.checkpoint import JobChangeError, inspect_checkpoint
 from statekit import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from statekit.jobs import recorded_sessions, sessionize
 from statekit.jobs.sessionize import SessionOperatorFactory
@@ -44,16 +44,28 @@ def rows_of(df) -> list[tuple]:
     return sorted(tuple(r) for r in df.collect())
 
 
-@pytest.fixture(scope="module", params=[("heap", "table"), ("rocksdb", "cells")], ids=["heap-table", "rocksdb-cells"])
+@pytest.fixture(scope="module", params=[("heap", "table", None), ("rocksdb", "cells", None), ("rocksdb", "table", "1k")],
+                ids=["heap-table", "rocksdb-cells", "rocksdb-table-moved"])
 def sessions_source(request, spark, tmp_path_factory) -> tuple[str, str, str]:
-    """A sessionize checkpoint with open sessions (no final epoch) on 2 partitions: (checkpoint, backend, layout)."""
-    backend, layout = request.param
+    """A sessionize checkpoint with open sessions (no final epoch) on 2 partitions: (checkpoint, backend, layout).
+    With a budget (``spark.statekit.memory_budget``) of 1k, the table holds one row: it moves to cells, and the
+    checkpoint holds the sessions as cells beside its moved pages."""
+    backend, layout, budget = request.param
     root = tmp_path_factory.mktemp(f"sessions-{backend}")
     inp = write_input(clickstream(600, 16, seed=5), root / "in", files=1)
-    sessionize(spark, input=str(inp), output=str(root / "out"), key="user_id", time="ts_ms", gap="30s",
-               watermark_delay="10s", aggs=["sum:value", "count", "avg:value"], backend=backend, state_layout=layout,
-               partitions=2)
-    return str(root / "out" / "_checkpoint"), backend, layout
+    if budget is not None:
+        spark.conf.set("spark.statekit.memory_budget", budget)
+    try:
+        sessionize(spark, input=str(inp), output=str(root / "out"), key="user_id", time="ts_ms", gap="30s",
+                   watermark_delay="10s", aggs=["sum:value", "count", "avg:value"], backend=backend,
+                   state_layout=layout, partitions=2)
+    finally:
+        spark.conf.unset("spark.statekit.memory_budget")
+    ckpt = str(root / "out" / "_checkpoint")
+    held = {name for op in inspect_checkpoint(ckpt).operators for p in op.partitions for e in p.epochs
+            for name, n in e.states.items() if n["entries"]}
+    assert ("sessions" in held) == (layout == "cells" or budget is not None)  # cells, or a table that moved
+    return ckpt, backend, layout
 
 
 def test_sessions_read_write_read_equal_on_three_partitions_and_the_other_backend(spark, sessions_source, tmp_path):
