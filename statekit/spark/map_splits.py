@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # the output's module needs the plan's, which holds a MapSplits
-    from .output_dir import OutputDir
+from ..checkpoint import Storage
+
+
+class Staging(Protocol):
+    """Where an epoch's tasks stage their files (``output_dir.OutputDir``): its storage holds the marks."""
+
+    storage: Storage
 
 
 @dataclass(frozen=True)
@@ -29,16 +34,17 @@ class MapSplits:
     marks: str | None = None
 
     @classmethod
-    def counted(cls, output: OutputDir, epoch: int) -> "MapSplits":
-        """Splits counted from their marks, in a new directory of ``epoch``'s staging area of ``output``."""
-        return cls(None, output.staging_dir(epoch, f"map-splits-{uuid.uuid4().hex}"))
+    def counted(cls, staging_dir: str) -> "MapSplits":
+        """Splits counted from their marks, in a new directory named after ``staging_dir`` (a path of the epoch's
+        staging area)."""
+        return cls(None, f"{staging_dir}-{uuid.uuid4().hex}")
 
-    def mark(self, output: OutputDir, split: int) -> None:
+    def mark(self, output: Staging, split: int) -> None:
         """Map side: split ``split`` routed all its rows (a no-op when the count is known)."""
         if self.marks is not None:
             output.storage.write(f"{self.marks}/{split}", b"")
 
-    def check(self, output: OutputDir, ends: int, epoch: int, partition: int) -> None:
+    def check(self, output: Staging, ends: int, epoch: int, partition: int) -> None:
         """Task side: refuse (``RuntimeError``) to commit ``partition``'s part of ``epoch`` unless the end markers of
         ``ends`` distinct splits are those of every split."""
         splits = self.known if self.known is not None else len(output.storage.list_files(self.marks))

@@ -64,4 +64,4 @@ def map_splits(df: Any, output: OutputDir, epoch: int) -> MapSplits:
     leave in ``output``'s staging area of the epoch."""
     if not is_connect(df.sparkSession):
         return MapSplits(rdd_partitions(df))
-    return MapSplits.counted(output, epoch)
+    return MapSplits.counted(output.staging_dir(epoch, "map-splits"))

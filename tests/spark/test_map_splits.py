@@ -50,7 +50,7 @@ def _ends(routed: list[pa.Table], partition: int) -> int:
 
 def test_counted_splits_are_every_split_that_routed_its_rows_and_a_short_input_is_refused(tmp_path, monkeypatch):
     output = OutputDir(str(tmp_path / "out"))
-    splits = MapSplits.counted(output, 4)
+    splits = MapSplits.counted(output.staging_dir(4, "map-splits"))
     router = Router("k", "t", PARTITIONS, 128, routing_values(PARTITIONS), ROUTED, routed=partial(splits.mark, output))
     routed = [_route(router, split, monkeypatch) for split in range(3)]
     for partition in range(PARTITIONS):
@@ -62,7 +62,7 @@ def test_counted_splits_are_every_split_that_routed_its_rows_and_a_short_input_i
     output.storage.write(f"{splits.marks}/7", b"")  # a mark no split of this run left: refused, never a short commit
     with pytest.raises(RuntimeError, match=r"input truncated \(3 of 4"):
         splits.check(output, 3, 4, 0)
-    again = MapSplits.counted(output, 4)  # a replay of the epoch counts its own splits' marks
+    again = MapSplits.counted(output.staging_dir(4, "map-splits"))  # a replay of the epoch counts its own splits' marks
     assert again.marks != splits.marks
     with pytest.raises(RuntimeError, match=r"input truncated \(3 of 0"):
         again.check(output, 3, 4, 0)
