@@ -28,6 +28,7 @@ from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.state_sessions import recorded_bounds
 from ..spark.text_schema import declared_schema
+from ..spark.server_python import probe_server_python
 from ..spark.sinks import DeltaSink
 from .aggregates import RowAggregate, parse_aggs
 from .checkpoint_in_use import job_checkpoint
@@ -142,6 +143,7 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
     time_spec = TimeSpec(time_unit, time_format, time_zone)
     required = [(key, "key"), (time, "time")] + [(a.column, f"--agg {a.kind}") for a in parsed if a.column]
     warm_up_workers(spark)  # overlaps reading the input's schema
+    probe_server_python(spark)  # so does asking a Spark Connect server's Python for statekit
     delta = output_format == "delta"
     files = output.rstrip("/") + "/_statekit" if delta else output
     checkpoint = job_checkpoint(files, checkpoint)

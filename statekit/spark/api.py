@@ -31,7 +31,7 @@ from .interrupts import CtrlC
 from .job_settings import FAULT_ENV, JobSettings, check_job, resolve_config
 from .micro_batches import run_stream
 from .recovery import check_epochs
-from .server_python import check_server_python
+from .server_python import check_server_python, probe_server_python
 from .runtime import is_connect, warm_up_workers
 from .session_kind import job_canceller
 from .sinks import EpochSink, as_sink
@@ -99,6 +99,7 @@ def run_keyed(df: Any, *, key: str, time: str, operator_factory: Callable[[], An
     as from an epoch it ran."""
     spark = df.sparkSession
     warm_up_workers(spark)  # the workers start while the run is planned (once per application)
+    probe_server_python(spark)  # on Spark Connect: its workers' Python is asked while the run is planned
     settings = check_job(df, key=key, time=time, operator_factory=operator_factory, result_schema=result_schema,
                          output=output, checkpoint=checkpoint, columns=columns, watermark_delay=watermark_delay,
                          config=config, partitions=partitions, mode=mode, final=final, trigger=trigger,

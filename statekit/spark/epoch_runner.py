@@ -30,7 +30,7 @@ from .micro_batches import no_rows
 from .output_dir import OUTPUTS
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import REFUSED, ROUTE, Router, routed_schema, routing_values
-from .session_kind import input_splits
+from .session_kind import map_splits
 from .sinks import EpochSink
 from .spark_logs import SparkLogSilence
 from .tasks import run_partition
@@ -133,12 +133,14 @@ class EpochRunner:
         limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
         source = df if df is not None else no_rows(self.spark, self.input_schema)
-        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, input_splits(source), final,
+        splits = map_splits(source, job.sink, epoch)
+        plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, splits, final,
                          None if initial is None else initial[0].restore)
         time_column = MILLIS if initial is not None else job.columns[1]  # an initial state's times: MILLIS
         router = Router(job.columns[0], time_column, job.partitions, job.max_parallelism, self.routing,
                         job.routed_schema, limit, self.max_ahead, self.time_spec,
-                        initial is None and REFUSED in self.input_schema.names)
+                        initial is None and REFUSED in self.input_schema.names,
+                        None if splits.marks is None else partial(splits.mark, job.sink))
         if initial is None:
             timed = source.withColumn(MILLIS, self.time_spec.millis(time_column, self.input_schema[time_column].dataType))
             routed = self.routed_schema

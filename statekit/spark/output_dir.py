@@ -45,7 +45,12 @@ class OutputDir:
 
     def staging_file(self, epoch: int, name: str, schema: Any) -> "StagingFile":
         """A staging file of ``epoch`` written a table at a time (``stage``'s, in pieces)."""
-        return StagingFile(self.storage, f"{STAGING}/epoch={epoch}/{name}.parquet", schema)
+        return StagingFile(self.storage, f"{self.staging_dir(epoch, name)}.parquet", schema)
+
+    @staticmethod
+    def staging_dir(epoch: int, name: str) -> str:
+        """The relative path ``name`` in ``epoch``'s staging area (gone with ``drop_staging``)."""
+        return f"{STAGING}/epoch={epoch}/{name}"
 
     def publish(self, epoch: int, files: dict[int, str], sub: str = "") -> None:
         """Make the staged ``files`` (partition -> path) the whole of ``<sub>epoch=<epoch>``."""

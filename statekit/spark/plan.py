@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from .map_splits import MapSplits
 from .runtime import StatePlacement
 
 LATE_TAG = "late"  # operators side-output late records under this tag; they go to <output>/_late/
@@ -76,7 +77,7 @@ class JobPlan:
 @dataclass(frozen=True)
 class EpochPlan:
     """One epoch: its number, the committed epoch to start from (None: empty state), its watermark, the
-    number of map partitions whose end markers each task must receive before it commits, and whether it
+    map splits whose end markers each task must receive before it commits (``MapSplits``), and whether it
     is the run's final epoch (every window fired: its state is not kept open after the commit). ``restore``:
     the epoch's rows are state, not records (a job's first epoch from an initial state: ``initial_state``),
     put into each task's operator by ``restore(operator, table)``."""
@@ -84,6 +85,6 @@ class EpochPlan:
     epoch: int
     restore_epoch: int | None
     watermark: int | None
-    inputs: int = 0
+    splits: MapSplits = MapSplits(0)
     final: bool = False
     restore: Callable[[Any, Any], int] | None = None

@@ -10,7 +10,7 @@ fall back to per-row Python for other key types and for the reasons of invalid r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -38,7 +38,8 @@ class Router:
     partition ``p``; rows with event times after ``time_limit`` (ms, None: no limit) are refused.
     Each batch holds the event time in milliseconds as column ``event_time.MILLIS`` (null where the
     ``time`` column's value did not convert by ``spec``, which names why); it does not go on, and neither does
-    column ``REFUSED`` when ``refused`` (reasons given with the rows)."""
+    column ``REFUSED`` when ``refused`` (reasons given with the rows). ``routed(split)``: called once a split
+    routed all its rows, before its end markers (``map_splits``: where the epoch's splits are counted)."""
 
     key: str
     time: str
@@ -50,6 +51,7 @@ class Router:
     max_ahead: str = ""
     spec: TimeSpec = TimeSpec()
     refused: bool = False
+    routed: Callable[[int], None] | None = None
 
     def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
         """mapInArrow function: each batch with the routing columns, then one marker row per partition."""
@@ -77,6 +79,8 @@ class Router:
                  pa.array(np.asarray(self.routing, np.int32)[parts]),
                  pa.array(np.arange(seq, seq + n, dtype=np.int64)), why, pa.nulls(n, pa.int32())], schema=schema)
             seq += n
+        if self.routed is not None:
+            self.routed(split)
         P = self.partitions
         yield pa.RecordBatch.from_arrays(
             [*(pa.nulls(P, f.type) for f in list(schema)[:-len(ROUTING_COLUMNS)]), pa.nulls(P, pa.int64()),

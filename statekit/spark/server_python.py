@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
+from concurrent.futures import Future
 from typing import Any
 
 from ..errors import StateError
@@ -16,18 +18,53 @@ PYTHON_ENV = "PYSPARK_PYTHON"
 """The environment variable naming the Python that Spark's workers run (default: ``python3`` on the PATH)."""
 _PYTHON_ERROR = re.compile(r"^\s*\w+(Error|Exception): .+")
 """A Python exception's line in Spark's error text, as a worker that failed reports it."""
+_probes: dict[str, Future] = {}
+"""The answer of the probe started for each Connect session (by its session id), until a check takes it."""
+_lock = threading.Lock()
 
 
 class ServerPythonError(StateError, RuntimeError):
     """The Spark Connect server's Python workers cannot run statekit."""
 
 
-def check_server_python(spark: Any) -> None:
-    """On a Spark Connect session, one task on the server that imports statekit and reports its interpreter;
-    ``ServerPythonError`` naming ``PYSPARK_PYTHON``, the workers' Python and the fix when it cannot. A classic
-    session's workers are set up by ``spark_session`` or the cluster: nothing is asked."""
+def probe_server_python(spark: Any) -> None:
+    """On a Spark Connect session, start ``check_server_python``'s task in the background (once until that check
+    takes its answer), so that it runs while the run reads its input and plans; its worker stays warm for the
+    first epoch. Nothing on a classic session."""
     if not is_connect(spark):
         return
+    with _lock:
+        if spark.session_id in _probes:
+            return
+        answer: Future = Future()
+        _probes[spark.session_id] = answer
+
+    def run() -> None:
+        try:
+            answer.set_result(_ask(spark))
+        except BaseException as e:  # noqa: BLE001 -- the check raises it in the run's own thread
+            answer.set_exception(e)
+
+    threading.Thread(target=run, name="statekit-server-python", daemon=True).start()
+
+
+def check_server_python(spark: Any) -> None:
+    """On a Spark Connect session, one task on the server that imports statekit and reports its interpreter (the
+    one ``probe_server_python`` started, else one now); ``ServerPythonError`` naming ``PYSPARK_PYTHON``, the
+    workers' Python and the fix when it cannot. A classic session's workers are set up by ``spark_session`` or the
+    cluster: nothing is asked."""
+    if not is_connect(spark):
+        return
+    with _lock:
+        started = _probes.pop(spark.session_id, None)
+    python, failure = _ask(spark) if started is None else started.result()
+    if failure is not None:
+        raise ServerPythonError(_message(f"cannot import statekit ({failure})", python))
+
+
+def _ask(spark: Any) -> tuple[str, str | None]:
+    """Run the probe task: the workers' interpreter and why statekit does not import there (None: it does);
+    ``ServerPythonError`` when no task runs at all."""
     try:
         [(python, failure)] = spark.range(0, 1, 1, 1).mapInArrow(_probe(), "python STRING, failure STRING").collect()
     except Exception as e:  # noqa: BLE001 -- pyspark's errors differ by version; those of a Python worker are told below
@@ -36,8 +73,7 @@ def check_server_python(spark: Any) -> None:
         runs = (f"{PYTHON_ENV} of the server's environment, else python3 on its PATH ({PYTHON_ENV} is "
                 f"{os.environ.get(PYTHON_ENV) or 'not set'} in this process)")
         raise ServerPythonError(_message(f"cannot run a task ({_cause(e)})", runs)) from None
-    if failure is not None:
-        raise ServerPythonError(_message(f"cannot import statekit ({failure})", python))
+    return python, failure
 
 
 def _cause(e: Exception) -> str:

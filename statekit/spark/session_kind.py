@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable
 
 from .jvm import classic_jvm, rdd_partitions
+from .map_splits import MapSplits
+from .output_dir import OutputDir
 from .runtime import is_connect
 
 CONNECT_DEFAULT_PARALLELISM = 8
@@ -56,19 +58,10 @@ def job_canceller(spark: Any) -> Callable[[], None]:
     return classic_jvm(spark).cancel_all_jobs
 
 
-def input_splits(df: Any) -> int:
-    """How many map tasks over ``df``'s partitions send end markers to each epoch task (``records.Router``): from
-    the plan on a classic session (no job); on Connect, which has no RDDs, by a job of one Python task per
-    partition that reads no column and returns one row."""
+def map_splits(df: Any, output: OutputDir, epoch: int) -> MapSplits:
+    """The map splits of ``df`` whose end markers each of ``epoch``'s tasks must receive: on a classic session
+    counted from the plan (no job); on Connect, which has no RDDs, counted by the tasks from the marks the splits
+    leave in ``output``'s staging area of the epoch."""
     if not is_connect(df.sparkSession):
-        return rdd_partitions(df)
-    return df.select().mapInArrow(_one_row, "split int").count()
-
-
-def _one_row(batches: Iterable[Any]) -> Iterator[Any]:
-    """mapInArrow function: one row for this partition, whatever it holds (an empty one included)."""
-    import pyarrow as pa
-
-    for _ in batches:
-        pass
-    yield pa.RecordBatch.from_pydict({"split": pa.array([0], pa.int32())})
+        return MapSplits(rdd_partitions(df))
+    return MapSplits.counted(output.staging_dir(epoch, "map-splits"))

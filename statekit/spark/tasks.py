@@ -69,10 +69,7 @@ def _run_partition(job: JobPlan, epoch: EpochPlan, batches: Iterable[Any]) -> An
     index = TaskContext.get().partitionId()
     table = pa.Table.from_batches(list(batches), schema=job.routed_schema)
     marks = table.column(MARK)
-    ends = len(set(marks.drop_null().to_pylist()))
-    if ends != epoch.inputs:  # an orphaned worker of a lost executor sees its input end early
-        raise RuntimeError(f"epoch {epoch.epoch} partition {index}: input truncated ({ends} of {epoch.inputs} "
-                           f"map outputs received); not committing")
+    epoch.splits.check(job.sink, len(set(marks.drop_null().to_pylist())), epoch.epoch, index)
     rows = table.filter(pc.is_null(marks))
     del table, marks  # each copy of the epoch's records goes as soon as the next is made
     if pc.any(pc.not_equal(rows.column(PART), index)).as_py():
