@@ -1,6 +1,6 @@
-"""``statekit bench spark --source kafka``: the bench's clickstream in a Kafka topic, which every variant reads
-through statekit's Kafka input (``statekit.spark.kafka``: Spark's own connector, JSON values parsed by
-``read_topic``).
+"""``statekit bench spark --source kafka`` (and the topic half of ``files,kafka``): the bench's clickstream in a
+Kafka topic, which every variant reads through statekit's Kafka input (``statekit.spark.kafka``: Spark's own
+connector, JSON values parsed by ``read_topic``).
 
 The broker is a given one (``--kafka-bootstrap-servers``) or one started from ``tools/kafka/broker.py`` in the
 run's temporary directory and stopped when the run ends, also on an error; either way it is outside the runs'
@@ -26,7 +26,8 @@ from typing import Any, Iterator
 from statekit.clickstream import Click
 from statekit.spark.kafka import KAFKA_KEY, KAFKA_TIMESTAMP, REASON, KafkaInput
 
-SOURCES = ("files", "kafka")
+SOURCES = ("files", "kafka", "files,kafka")
+"""``--source``'s values: ``files,kafka`` runs every variant on both (``bench/sources.py``)."""
 PARTITIONS = 4
 """Partitions of each topic: Spark's Kafka source reads each in a task of its own."""
 BROKER = Path(__file__).resolve().parent.parent / "tools" / "kafka" / "broker.py"
@@ -49,16 +50,18 @@ def broker_module() -> Any:
 
 
 def check(source: str, bootstrap_servers: str | None, fmt: str, remote: str | None) -> None:
-    """Refuse an unknown source, and the options ``--source kafka`` does not take (or needs)."""
+    """Refuse an unknown source, and the options a source with kafka (``kafka``, ``files,kafka``) does not take
+    (or that only it takes)."""
     if source not in SOURCES:
-        raise SystemExit(f"unknown --source {source!r}; valid: {', '.join(SOURCES)}")
-    if source == "files" and bootstrap_servers:
-        raise SystemExit("--kafka-bootstrap-servers applies to --source kafka only")
-    if source == "kafka" and fmt != "parquet":
+        raise SystemExit(f"unknown --source {source!r}; valid: {', '.join(map(repr, SOURCES))}")
+    kafka = "kafka" in source.split(",")
+    if not kafka and bootstrap_servers:
+        raise SystemExit("--kafka-bootstrap-servers applies to --source kafka (or files,kafka) only")
+    if kafka and fmt != "parquet":
         raise SystemExit(f"--format {fmt} applies to --source files only: the topic's messages are JSON")
-    if source == "kafka" and remote:
-        raise SystemExit("--source kafka runs on classic sessions only: a Spark Connect client cannot add Spark's "
-                         "Kafka connector (spark.jars.packages) to the server")
+    if kafka and remote:
+        raise SystemExit(f"--source {source} runs on classic sessions only: a Spark Connect client cannot add "
+                         f"Spark's Kafka connector (spark.jars.packages) to the server")
 
 
 def _admin(bootstrap: str) -> Any:

@@ -154,13 +154,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=None, metavar="N",
                     help="spark only: draw the clickstream with another seed, data no tuning has seen (writes "
                          "spark-*-seed-N.*)")
-    ap.add_argument("--source", choices=["files", "kafka"], default="files",
+    ap.add_argument("--source", choices=["files", "kafka", "files,kafka"], default="files",
+                    metavar="files|kafka|files,kafka",
                     help="spark only: kafka = every variant reads a topic (4 partitions) of the same events through "
                          "statekit's Kafka input, on a broker started for the run (tools/kafka/broker.py) unless "
-                         "--kafka-bootstrap-servers names one (writes spark-kafka-*)")
+                         "--kafka-bootstrap-servers names one (writes spark-kafka-*); files,kafka = both, each variant "
+                         "from the files then from the topic, and per statekit variant its speedup over Spark's "
+                         "session_window from the topic / from the files, met when >= 0.9 (writes spark-files-kafka-*)")
     ap.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT",
-                    help="spark --source kafka only: a running broker to load the topics into (the bench deletes "
-                         "them at the end)")
+                    help="spark --source kafka or files,kafka only: a running broker to load the topics into (the "
+                         "bench deletes them at the end)")
     ap.add_argument("--open-sessions", type=_counts("open session counts", "1000000,10000000"), default=None,
                     metavar="N,N,...", help="open-sessions only: how many users (one open session each) per size, "
                     "instead of 10^6, 10^7 and 3 x 10^7 (quick: 2 x 10^4)")

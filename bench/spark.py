@@ -27,7 +27,10 @@ engine running Python in Spark's micro-batches pays at least, so it bounds the s
 show over Spark's own.
 
 From a topic (``--source kafka``, ``kafka_source``): the same runs, each reading a topic of the same events
-through statekit's Kafka input instead of the files.
+through statekit's Kafka input instead of the files. ``--source files,kafka`` (``sources``): both, each variant
+run from the files then from the topic, one after the other (so the two speedups over Spark's ``session_window``
+come from runs made close in time), their figures tagged with the source, and per statekit variant a row dividing
+the topic's speedup by the files' (issue 48: within 10%).
 
 Closing the last sessions: statekit runs ``--final`` (a last epoch with the maximum watermark).
 Spark's streaming operators have no such end-of-input flush, so their input gets one extra file
@@ -38,7 +41,6 @@ session, and Spark's no-data batch emits them (the sentinel's own session is ign
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import tempfile
@@ -51,7 +53,7 @@ from typing import Any, Callable, Iterator
 from statekit.clickstream import Click, sessionize_reference
 from statekit.spark.kafka import KafkaInput, kafka_conf
 
-from . import kafka_source
+from . import kafka_source, sources
 from .common import (CLICKS_SEED, DISORDER_MS, GAP_MS, HOSTS, JVM, PYTHON, WORKERS, PeakRSS, check_names, clicks,
                      count_tag, progress, rate, run_isolated, timed)
 from .report import BenchReport
@@ -373,28 +375,14 @@ def session_processor() -> type:
     return SessionProcessor
 
 
-def _inputs(root: Path, n_events: int, n_users: int, files: int, fmt: str, seed: int = CLICKS_SEED,
-            topics: kafka_source.Topics | None = None) -> tuple[str | KafkaInput, str | KafkaInput, list[tuple]]:
-    """Write the input files, and a copy with the sentinel file for Spark's own operators (with ``topics``: one
-    topic, the sentinel its last message, for every run); also return the reference sessions."""
-    from statekit.jobs import write_clickstream
-
+def _inputs(root: Path, n_events: int, n_users: int, seed: int, chosen: list[str], files: int, fmt: str,
+            topics: kafka_source.Topics | None) -> tuple[sources.Inputs, list[tuple]]:
+    """One clickstream's inputs for each source (``sources.prepare``; the sentinel far past its last event) and its
+    reference sessions."""
     data = clicks(n_events, n_users, seed)
-    end = max(c.ts_ms for c in data) + 100 * (GAP_MS + DELAY_MS)
-    if topics is not None:
-        topic = topics.load(root.name, [*data, Click(SENTINEL, end, 0)], files, INPUT_SCHEMA)
-        return topic, topic, sessionize_reference(data, GAP_MS)
-    paths = write_clickstream(data, root / "input", files=files, fmt=fmt)
-    spark_dir = root / "input-with-sentinel"
-    spark_dir.mkdir()
-    for p in paths:
-        os.link(p, spark_dir / p.name)
-    [written] = write_clickstream([Click(SENTINEL, end, 0)], root / "sentinel", files=1, fmt=fmt)
-    sentinel = spark_dir / f"part-{files:05d}.{fmt}"
-    written.rename(sentinel)
-    mtime = paths[-1].stat().st_mtime + 1
-    os.utime(sentinel, (mtime, mtime))
-    return str(root / "input"), str(spark_dir), sessionize_reference(data, GAP_MS)
+    sentinel = Click(SENTINEL, max(c.ts_ms for c in data) + 100 * (GAP_MS + DELAY_MS), 0)
+    return (sources.prepare(root, data, sentinel, chosen, files, fmt, topics, INPUT_SCHEMA),
+            sessionize_reference(data, GAP_MS))
 
 
 def _rows(path: str) -> int:
@@ -445,8 +433,10 @@ few thousand events."""
 def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str | None,
                 remote: str | None, seed: int = CLICKS_SEED, source: str = "files") -> str:
     """``spark`` and what differs from a default run:
-    ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``, ``spark-kafka-users-10k``."""
-    tags = [scale if scale != "default" else "", source if source != "files" else "", fmt if fmt != "parquet" else "",
+    ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``, ``spark-kafka-users-10k``,
+    ``spark-files-kafka-users-10k`` (both sources)."""
+    tags = [scale if scale != "default" else "", source.replace(",", "-") if source != "files" else "",
+            fmt if fmt != "parquet" else "",
             "users-" + "-".join(count_tag(u) for u in users) if users else "", "-".join(variants or ()),
             state_layout or "", "connect" if remote else "",
             f"seed-{seed}" if seed != CLICKS_SEED else ""]
@@ -459,8 +449,8 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
         kafka_bootstrap_servers: str | None = None) -> BenchReport:
     """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files of the
     clickstream drawn with ``seed``, or (``source`` kafka) on a topic of it (``bench/kafka_source.py``: on the broker
-    at ``kafka_bootstrap_servers``, else one started for the run); with ``remote`` on Spark Connect sessions (see
-    the module's notes)."""
+    at ``kafka_bootstrap_servers``, else one started for the run), or (``files,kafka``) on both, compared
+    (``bench/sources.py``); with ``remote`` on Spark Connect sessions (see the module's notes)."""
     kafka_source.check(source, kafka_bootstrap_servers, fmt, remote)
     size = {**SCALES[scale], **(QUICK if quick else {})}
     n_events, files, user_counts = size["events"], size["files"], users or size["users"]
@@ -482,27 +472,28 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
     missing = tws_unavailable() if "tws" in names else None
     if missing:
         rep.params["skipped"] = {TWS: missing}
-    runs = [(u, n, b) for u in user_counts for n in names for b in backends_of(n) if not (n == "tws" and missing)]
-    results: dict[tuple[int, str], tuple[dict, PeakRSS]] = {}
+    chosen = sources.sources_of(source)
+    runs = [(u, n, b, s) for u in user_counts for n in names for b in backends_of(n) for s in chosen
+            if not (n == "tws" and missing)]
+    results: dict[tuple[str, int, str], tuple[dict, PeakRSS]] = {}
     with tempfile.TemporaryDirectory(prefix="statekit-bench-spark-") as tmp, (
-            kafka_source.topics(kafka_bootstrap_servers, Path(tmp)) if source == "kafka" else nullcontext()) as topics:
-        inputs = {}
+            kafka_source.topics(kafka_bootstrap_servers, Path(tmp)) if "kafka" in chosen else nullcontext()) as topics:
+        inputs, references = {}, {}
         for u in user_counts:
             root = Path(tmp, f"users-{u}")
             root.mkdir()
-            inputs[u] = _inputs(root, n_events, u, files, fmt, seed, topics)
+            inputs[u], references[u] = _inputs(root, n_events, u, seed, chosen, files, fmt, topics)
         if topics is not None:
-            rep.params.update(topics.params())
-        for u, name, backend in progress(runs, total=len(runs), desc="spark"):
-            plain_dir, sentinel_dir, _ = inputs[u]
+            rep.params.update(topics.params() if chosen == ["kafka"] else sources.params(topics))
+        for u, name, backend, src in progress(runs, total=len(runs), desc="spark"):
+            plain, with_sentinel = inputs[u][src]
             label = run_label(name, backend)
-            work = Path(tmp, f"users-{u}", label.replace(" ", "-"))
-            work.mkdir()
+            work = Path(tmp, f"users-{u}", src, label.replace(" ", "-"))
+            work.mkdir(parents=True)
             variant = VARIANTS[name]
-            spec = RunSpec(plain_dir if variant.statekit else sentinel_dir, str(work), fmt, backend, state_layout,
-                           remote)
-            results[(u, label)] = run_isolated(variant.runner, spec)
-            res = results[(u, label)][0]
+            spec = RunSpec(plain if variant.statekit else with_sentinel, str(work), fmt, backend, state_layout, remote)
+            results[(src, u, label)] = run_isolated(variant.runner, spec)
+            res = results[(src, u, label)][0]
             if "output" in res:
                 written = res.pop("output")
                 if variant.sessions:
@@ -510,47 +501,62 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
                 else:
                     res["rows"] = _rows(written)
             shutil.rmtree(work, ignore_errors=True)
-        references = {u: inputs[u][2] for u in user_counts}
-    _report(rep, n_events, user_counts, names, results, references)
+    _report(rep, n_events, user_counts, names, chosen, results, references)
     return rep
 
 
-def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list[str],
-            results: dict[tuple[int, str], tuple[dict, PeakRSS]], references: dict[int, list[tuple]]) -> None:
-    """Per user count, each statekit variant (heap and rocksdb side by side) against each Spark baseline
-    that ran: events/s with the speedup and its goal, sessions checked against the reference, peak RSS;
-    and the plots: events/s, peak RSS and the speedup over Spark's session_window per run."""
+def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list[str], chosen: list[str],
+            results: dict[tuple[str, int, str], tuple[dict, PeakRSS]], references: dict[int, list[tuple]]) -> None:
+    """Per user count and source, each statekit variant (heap and rocksdb side by side) against each Spark
+    baseline that ran: events/s with the speedup and its goal, sessions checked against the reference, peak RSS;
+    with two sources, per statekit variant the topic's speedup over Spark's session_window over the files'
+    (``sources.compare``); and the plots: events/s, peak RSS and the speedup over Spark's session_window per run
+    (and source)."""
+    both = len(chosen) > 1
     labels = [run_label(n, b) for n in names for b in backends_of(n)]
-    rates_line: dict[str, list[tuple[float, float]]] = {v: [] for v in labels}
-    rss_line: dict[str, list[tuple[float, float]]] = {v: [] for v in labels}
-    speedup_line: dict[str, list[tuple[float, float]]] = {run_label(n, b): [] for n in names if VARIANTS[n].statekit
-                                                          for b in BACKENDS}
+    ours = {run_label(n, b): (n, b) for n in names if VARIANTS[n].statekit for b in BACKENDS}
+    rates_line: dict[str, list[tuple[float, float]]] = {sources.line(s, both, v): [] for s in chosen for v in labels}
+    rss_line: dict[str, list[tuple[float, float]]] = {k: [] for k in rates_line}
+    speedup_line: dict[str, list[tuple[float, float]]] = {sources.line(s, both, v): [] for s in chosen for v in ours}
     for users in user_counts:
-        ref = references[users]
-        got = {v: results[(users, v)] for v in labels if (users, v) in results}
-        rates = {v: rate(res.get("events", n_events), res["seconds"]) for v, (res, _) in got.items()}
-        for v, (res, peak) in got.items():
-            rates_line[v].append((users, rates[v]))
-            rss_line[v].append((users, peak.mib()))
-            if v in speedup_line and NATIVE in rates:
-                speedup_line[v].append((users, rates[v] / rates[NATIVE]))
-        agree = {v: f"not compared: stopped after {BUDGET_S} s, rated on its {res['batches']} finished batches"
-                 if "sessions" not in res and "rows" not in res else _written(res, ref, n_events)
-                 for v, (res, _) in got.items()}
-        rep.failures += differing(agree, f"{n_events:,} events, {users:,} users")
-        ours = [n for n in names if VARIANTS[n].statekit] or [None]
-        bases = [n for n in names if not VARIANTS[n].statekit and VARIANTS[n].title in got]
-        comparison = _Comparison(rep, f"{n_events:,} events, {users:,} users", got, rates, agree, len(ref))
-        for name in ours:
-            for base in [b for b in bases if VARIANTS[b].sessions] or [None]:
-                if name or base:
-                    comparison.add(name, base)
-        for floor in [b for b in bases if not VARIANTS[b].sessions]:
-            comparison.floor(floor, ours[0])
+        sizes = f"{n_events:,} events, {users:,} users"
+        speedups: dict[str, dict[str, dict[str, float]]] = {}  # statekit variant -> source -> backend -> x
+        for source in chosen:
+            tag = sources.tag(source, both, sizes)
+            got = {v: results[(source, users, v)] for v in labels if (source, users, v) in results}
+            rates = {v: rate(res.get("events", n_events), res["seconds"]) for v, (res, _) in got.items()}
+            for v, (res, peak) in got.items():
+                rates_line[sources.line(source, both, v)].append((users, rates[v]))
+                rss_line[sources.line(source, both, v)].append((users, peak.mib()))
+                if v in ours and NATIVE in rates:
+                    name, backend = ours[v]
+                    speedups.setdefault(name, {}).setdefault(source, {})[backend] = rates[v] / rates[NATIVE]
+                    speedup_line[sources.line(source, both, v)].append((users, rates[v] / rates[NATIVE]))
+            agree = {v: f"not compared: stopped after {BUDGET_S} s, rated on its {res['batches']} finished batches"
+                     if "sessions" not in res and "rows" not in res else _written(res, references[users], n_events)
+                     for v, (res, _) in got.items()}
+            rep.failures += differing(agree, tag)
+            statekit = [n for n in names if VARIANTS[n].statekit] or [None]
+            bases = [n for n in names if not VARIANTS[n].statekit and VARIANTS[n].title in got]
+            comparison = _Comparison(rep, tag, got, rates, agree, len(references[users]))
+            for name in statekit:
+                for base in [b for b in bases if VARIANTS[b].sessions] or [None]:
+                    if name or base:
+                        comparison.add(name, base)
+            for floor in [b for b in bases if not VARIANTS[b].sessions]:
+                comparison.floor(floor, statekit[0])
+        for name, by_source in speedups.items():
+            if len(by_source) == len(chosen) > 1:
+                sources.compare(rep, _tag(name, sizes), by_source, NATIVE)
     rep.series("end to end on Spark local[2]", "users", "events/s", rates_line, log_x=True, log_y=True)
     rep.series("peak RSS, whole process tree", "users", "MiB", rss_line, log_x=True)
     if any(speedup_line.values()):
         rep.series(f"speedup over {NATIVE}", "users", "x", speedup_line, log_x=True)
+
+
+def _tag(name: str | None, text: str) -> str:
+    """A figure's tag: statekit variant ``name``'s (none for the built-in path) and ``text``."""
+    return f"({name}, {text})" if name and name != "builtin" else f"({text})"
 
 
 def differing(agree: dict[str, str], tag: str) -> list[str]:
@@ -590,7 +596,7 @@ class _Comparison:
         heap, rocksdb = (run_label(name, b) for b in BACKENDS) if name else (None, None)
         baseline = VARIANTS[base].title if base else None
         runs = [v for v in (heap, rocksdb, baseline) if v in self.got]
-        tag = f"({name}, {self.tag})" if name and name != "builtin" else f"({self.tag})"
+        tag = _tag(name, self.tag)
         vs = f" vs {baseline}" if baseline else ""
         notes = "; ".join(_timing(v, self.got[v][0]) for v in runs)
         if name and baseline in self.rates:
@@ -619,7 +625,7 @@ class _Comparison:
         bound = (f"with no state at all, a Python stage in these micro-batches runs at "
                  f"{self.rates[title] / self.rates[NATIVE]:.2f}x {NATIVE}; " if NATIVE in self.rates else "")
         runs = [v for v in (heap, rocksdb) if v in self.got]
-        tag = f"({ours}, {self.tag})" if ours and ours != "builtin" else f"({self.tag})"
+        tag = _tag(ours, self.tag)
         self._add(f"events/s vs {title} {tag}", "events/s", [self.rates.get(v) for v in (heap, rocksdb, title)],
                   title, f"{bound}{title}: {self.agree[title]}; " + "; ".join(_timing(v, self.got[v][0])
                                                                           for v in [*runs, title]))

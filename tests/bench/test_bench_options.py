@@ -2,14 +2,19 @@
 the spark part, --open-sessions, --epoch-records, --runs and --memory-budget the open-sessions part,
 --bootstrap-sessions and --history-clicks the bootstrap part; a bad value is refused before anything runs (exit 2,
 naming it and the valid ones), an option given to another part too is refused, and the spark report's name tells
-what was run."""
+what was run. With --source files,kafka the report puts each statekit variant's speedup from the topic next to the
+one from the files (synthetic runs here: no Spark)."""
 
 from __future__ import annotations
 
 import pytest
 
 from statekit.bench import runner
-from statekit.bench.spark import report_name
+from statekit.bench import spark as spark_part
+from statekit.bench.common import MIB, PeakRSS
+from statekit.bench.kafka_source import check
+from statekit.bench.report import BenchReport
+from statekit.bench.spark import NATIVE, _report, report_name
 
 
 @pytest.fixture
@@ -53,22 +58,43 @@ def test_spark_options_reach_the_spark_part(no_run):
     runner.main(["spark", "--seed", "11", "--source", "kafka", "--kafka-bootstrap-servers", "localhost:9092"])
     assert no_run[0][9] == 11
     assert no_run[0][-2:] == ("kafka", "localhost:9092")
+    no_run.clear()
+    runner.main(["spark", "--source", "files,kafka", "--kafka-bootstrap-servers", "localhost:9092"])
+    assert no_run[0][-2:] == ("files,kafka", "localhost:9092")
+
+
+def test_both_sources_reach_the_spark_parts_run(monkeypatch, tmp_path):
+    calls: list[dict] = []
+    monkeypatch.setattr(spark_part, "run", lambda **kwargs: calls.append(kwargs) or BenchReport("spark-files-kafka"))
+    runner.run_parts(["spark"], True, tmp_path, source="files,kafka", kafka_bootstrap_servers="localhost:9092")
+    assert calls == [{"quick": True, "source": "files,kafka", "kafka_bootstrap_servers": "localhost:9092"}]
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"source": "kafka", "fmt": "csv"}, "--format csv applies to --source files only: the topic's messages are JSON"),
     ({"source": "kafka", "remote": "sc://h:1"}, "--source kafka runs on classic sessions only"),
-    ({"kafka_bootstrap_servers": "localhost:9092"}, "--kafka-bootstrap-servers applies to --source kafka only"),
+    ({"source": "files,kafka", "fmt": "csv"},
+     "--format csv applies to --source files only: the topic's messages are JSON"),
+    ({"source": "files,kafka", "remote": "sc://h:1"}, "--source files,kafka runs on classic sessions only"),
+    ({"kafka_bootstrap_servers": "localhost:9092"},
+     r"--kafka-bootstrap-servers applies to --source kafka \(or files,kafka\) only"),
 ])
 def test_a_kafka_source_option_that_does_not_fit_is_refused_before_anything_runs(tmp_path, kwargs, message):
     with pytest.raises(SystemExit, match=message):
         runner.run_parts(["spark"], True, tmp_path, **kwargs)
 
 
+def test_a_broker_is_taken_with_either_source_that_reads_a_topic():
+    for source in ("kafka", "files,kafka"):
+        check(source, "localhost:9092", "parquet", None)
+    with pytest.raises(SystemExit, match="unknown --source 'kafka,files'; valid: 'files', 'kafka', 'files,kafka'"):
+        check("kafka,files", None, "parquet", None)
+
+
 @pytest.mark.parametrize(("kwargs", "flags"), [
     ({"users": [10_000, 400_000]}, "--users 10000,400000"), ({"fmt": "csv"}, "--format csv"),
     ({"variants": ["native", "plain"]}, "--variants native,plain"), ({"seed": 11}, "--seed 11"),
-    ({"source": "kafka"}, "--source kafka"),
+    ({"source": "kafka"}, "--source kafka"), ({"source": "files,kafka"}, "--source files,kafka"),
 ])
 def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
     with pytest.raises(SystemExit, match=f"^{flags} applies to the spark part only: statekit bench spark {flags}$"):
@@ -84,6 +110,8 @@ def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
     (("medium", "parquet", None, ["builtin"], None, None, 11), "spark-medium-builtin-seed-11"),
     (("default", "parquet", [10_000], ["builtin", "native"], None, None, 7, "kafka"),
      "spark-kafka-users-10k-builtin-native"),
+    (("default", "parquet", [10_000], ["builtin", "native"], None, None, 7, "files,kafka"),
+     "spark-files-kafka-users-10k-builtin-native"),
 ])
 def test_the_report_name_tells_format_users_and_variants(args, name):
     assert report_name(*args) == name
@@ -113,3 +141,54 @@ def test_open_sessions_options_apply_to_that_part_only(tmp_path):
     with pytest.raises(SystemExit, match="^--runs native applies to the open-sessions part only: "
                                          "statekit bench open-sessions --runs native$"):
         runner.run_parts(["open-sessions", "spark"], True, tmp_path, runs=["native"])
+
+
+SIZES = "1,000 events, 500 users"
+REFERENCE = [("u1", 0, 30_000, 3, 1)]
+SECONDS = {"files": {NATIVE: 10.0, "statekit heap": 5.0, "statekit rocksdb": 4.0},
+           "kafka": {NATIVE: 20.0, "statekit heap": 11.0, "statekit rocksdb": 12.0}}
+"""Speedups over session_window: from files heap 2x, rocksdb 2.5x; from the topic heap 1.82x, rocksdb 1.67x."""
+
+
+def _results(sources: list[str]) -> dict[tuple[str, int, str], tuple[dict, PeakRSS]]:
+    """Synthetic runs of builtin and native on ``sources``, every one writing the reference sessions."""
+    return {(source, 500, label): ({"seconds": s, "batches": 2, "late": 0, "sessions": list(REFERENCE)},
+                                   PeakRSS(100 * MIB))
+            for source in sources for label, s in SECONDS[source].items()}
+
+
+def _figures(sources: list[str]) -> tuple[BenchReport, dict[str, dict]]:
+    rep = BenchReport("spark")
+    _report(rep, 1_000, [500], ["builtin", "native"], sources, _results(sources), {500: REFERENCE})
+    names = [f.name for f in rep.figures]
+    assert len(names) == len(set(names)), "figures of one name"
+    return rep, {f["name"]: f for f in rep.to_json()["figures"]}
+
+
+def test_both_sources_divide_the_topics_speedup_by_the_files():
+    rep, figures = _figures(["files", "kafka"])
+    row = figures[f"speedup over {NATIVE}, from a topic / from files ({SIZES})"]
+    assert row["unit"] == "x" and row["baseline"] is None
+    assert row["heap"] == pytest.approx((20 / 11) / 2.0)  # 0.91: within 10%
+    assert row["rocksdb"] == pytest.approx((20 / 12) / 2.5)  # 0.67
+    assert "heap met, rocksdb MISSED" in row["notes"], row["notes"]
+    assert row["notes"].startswith("speedup from a topic: heap 1.82x, rocksdb 1.67x; from files: heap 2.00x, "
+                                   "rocksdb 2.50x; within 10% (from a topic >= 0.9 x from files)"), row["notes"]
+    assert not rep.failures  # a verdict, not a wrong answer
+    for source, native in (("files", 100.0), ("a topic", 50.0)):
+        events = figures[f"events/s vs {NATIVE} (from {source}, {SIZES})"]
+        assert events["baseline"] == native
+        sessions = figures[f"sessions vs {NATIVE} (from {source}, {SIZES})"]
+        assert sessions["notes"].count("identical to reference") == 3
+    speedup = next(s for s in rep.series_list if s.title == f"speedup over {NATIVE}")
+    assert speedup.lines == {"statekit heap (from files)": [(500, 2.0)], "statekit rocksdb (from files)": [(500, 2.5)],
+                             "statekit heap (from a topic)": [(500, pytest.approx(20 / 11))],
+                             "statekit rocksdb (from a topic)": [(500, pytest.approx(20 / 12))]}
+
+
+def test_one_source_keeps_its_figures_names_and_has_no_comparison():
+    rep, figures = _figures(["kafka"])
+    assert figures[f"events/s vs {NATIVE} ({SIZES})"]["baseline"] == 50.0
+    assert not [name for name in figures if "from" in name]
+    assert set(next(s for s in rep.series_list if s.title == f"speedup over {NATIVE}").lines) == {
+        "statekit heap", "statekit rocksdb"}
