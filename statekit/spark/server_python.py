@@ -57,9 +57,21 @@ def check_server_python(spark: Any) -> None:
         return
     with _lock:
         started = _probes.pop(spark.session_id, None)
-    python, failure = _ask(spark) if started is None else started.result()
+    python, failure = _ask(spark) if started is None else _answer(spark, started)
     if failure is not None:
         raise ServerPythonError(_message(f"cannot import statekit ({failure})", python))
+
+
+def _answer(spark: Any, started: Future) -> tuple[str, str | None]:
+    """The background probe's answer; asked again when its job failed for a passing reason (an interrupt, a session
+    busy with an earlier run that failed before its check took the answer), so only the server's own refusal
+    stands."""
+    try:
+        return started.result()
+    except ServerPythonError:
+        raise
+    except Exception:  # noqa: BLE001 -- any other failure of the background job is not the server's answer
+        return _ask(spark)
 
 
 def _ask(spark: Any) -> tuple[str, str | None]:

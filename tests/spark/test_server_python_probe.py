@@ -70,3 +70,33 @@ def test_nothing_is_asked_of_a_classic_session():
 
     probe_server_python(Classic())
     check_server_python(Classic())
+
+
+def test_a_background_job_that_failed_for_a_passing_reason_is_asked_again_by_the_check():
+    class Interrupted(ConnectSession):
+        def range(self, *args):
+            if not self.asked:
+                self.asked += 1
+                raise RuntimeError("the operation was interrupted")  # the earlier run ended before its check
+            return _Probe(self)
+
+    Interrupted.__module__ = ConnectSession.__module__
+    spark = Interrupted()
+    spark.release.set()
+    probe_server_python(spark)
+    check_server_python(spark)  # the interrupt is not the server's answer: the check asks again
+    assert spark.asked == 2
+
+
+def test_the_server_refusal_from_the_background_is_not_asked_again():
+    class NoWorker(ConnectSession):
+        def range(self, *args):
+            self.asked += 1
+            raise RuntimeError("Python worker failed to connect back.")
+
+    NoWorker.__module__ = ConnectSession.__module__
+    spark = NoWorker()
+    probe_server_python(spark)
+    with pytest.raises(ServerPythonError, match="cannot run a task"):
+        check_server_python(spark)
+    assert spark.asked == 1
