@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from statekit.clickstream import Click
-from statekit.spark.kafka import KAFKA_KEY, KAFKA_TIMESTAMP, REASON, KafkaInput
+from statekit.spark.kafka import REASON, KafkaInput
 
 SOURCES = ("files", "kafka", "files,kafka")
 """``--source``'s values: ``files,kafka`` runs every variant on both (``bench/sources.py``)."""
@@ -123,7 +123,8 @@ class Topics:
     def params(self) -> dict[str, Any]:
         """What the report says of the source."""
         return {"source": f"Kafka topics of {PARTITIONS} partitions, JSON messages keyed by user, the sentinel last; "
-                          f"read by statekit.spark.read_topic with the input's schema",
+                          f"read by statekit.spark.read_topic with the input's schema: statekit's runs decode the "
+                          f"JSON with Arrow (its default), Spark's baselines with Spark's from_json (decode='spark')",
                 "broker": (f"started by the bench (tools/kafka/broker.py, Kafka {broker_module().kafka_version()})"
                            if self.started else f"given, {self.bootstrap}") + "; not in the sampled process trees",
                 "format": "json messages",
@@ -150,11 +151,13 @@ def topics(bootstrap_servers: str | None, work: Path) -> Iterator[Topics]:
                 broker.stop()
 
 
-def stream(spark: Any, source: KafkaInput) -> Any:
-    """The topic as a stream of its values' columns only (as a file run's input has), parsed by ``read_topic``."""
+def stream(spark: Any, source: KafkaInput, decode: str) -> Any:
+    """The topic as a stream of its values' columns only (as a file run's input has), parsed by ``read_topic``:
+    statekit's runs as its default (``decode="arrow"``), Spark's baselines as a Spark job parses JSON (``"spark"``:
+    ``from_json``)."""
     from statekit.spark import read_topic
 
-    return read_topic(spark, source, stream=True).drop(KAFKA_KEY, KAFKA_TIMESTAMP, REASON)
+    return read_topic(spark, source, stream=True, decode=decode, kafka_columns=()).drop(REASON)
 
 
 def sessionize_input(where: str | KafkaInput, fmt: str) -> dict[str, Any]:

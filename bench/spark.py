@@ -181,7 +181,7 @@ def _run_user_logic(spec: RunSpec, make_operator: Callable[[int], Any]) -> dict:
 
     spark = _spark(spec)
     summary, seconds = timed(lambda: run_keyed(
-        _stream(spark, spec.input, spec.fmt), key="user_id", time="ts_ms", columns=["value"],
+        _stream(spark, spec.input, spec.fmt, "arrow"), key="user_id", time="ts_ms", columns=["value"],
         operator_factory=partial(make_operator, GAP_MS), result_schema=OUTPUT_SCHEMA, output=f"{spec.work}/out",
         watermark_delay=DELAY_MS, config={"backend": spec.backend}, partitions=spec.partitions, final=spec.final))
     out = _statekit_metrics(summary, seconds)
@@ -189,10 +189,11 @@ def _run_user_logic(spec: RunSpec, make_operator: Callable[[int], Any]) -> dict:
     return out
 
 
-def _stream(spark: Any, input: str | KafkaInput, fmt: str) -> Any:
-    """The input files as a stream, one file per micro-batch, with their declared schema; or the topic's values."""
+def _stream(spark: Any, input: str | KafkaInput, fmt: str, decode: str) -> Any:
+    """The input files as a stream, one file per micro-batch, with their declared schema; or the topic's values,
+    their JSON decoded as ``decode`` says (``read_topic``)."""
     if isinstance(input, KafkaInput):
-        return kafka_source.stream(spark, input)
+        return kafka_source.stream(spark, input, decode)
     reader = spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1)
     return reader.options(**({"header": "true"} if fmt == "csv" else {})).format(fmt).load(input)
 
@@ -200,7 +201,7 @@ def _stream(spark: Any, input: str | KafkaInput, fmt: str) -> Any:
 def _source(spark: Any, input: str | KafkaInput, fmt: str) -> Any:
     from pyspark.sql import functions as F
 
-    return (_stream(spark, input, fmt).withColumn("ts", F.timestamp_millis("ts_ms"))
+    return (_stream(spark, input, fmt, "spark").withColumn("ts", F.timestamp_millis("ts_ms"))
             .withWatermark("ts", f"{DELAY_MS} milliseconds"))
 
 
@@ -255,7 +256,7 @@ def run_floor(spec: RunSpec) -> dict:
             yield pa.record_batch([pa.array([batch.num_rows], pa.int64())], names=["rows"])
 
     spark = _spark(spec)
-    return _run_query(spark, lambda: _stream(spark, spec.input, spec.fmt).repartition(PARTITIONS, "user_id")
+    return _run_query(spark, lambda: _stream(spark, spec.input, spec.fmt, "spark").repartition(PARTITIONS, "user_id")
                       .mapInArrow(count_rows, "rows long"), spec.work, spec.budget_s)
 
 

@@ -23,7 +23,7 @@ from ..spark.initial_sessions import SessionRestore, initial_sessions, session_s
 from ..spark.initial_state import InitialState, refuse_started
 from ..spark.input_files import FORMATS
 from ..spark.columns import check_columns
-from ..spark.kafka import REASON, KafkaInput, read_topic
+from ..spark.kafka import KAFKA_KEY, KAFKA_TIMESTAMP, REASON, KafkaInput, read_topic
 from ..spark.plan import INVALID_TAG, LATE_TAG
 from ..spark.schemas import session_result_schema
 from ..spark.state_sessions import recorded_bounds
@@ -151,9 +151,12 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
         refuse_started(checkpoint)
     stream = mode == "stream"
     if kafka is not None:
-        df, reason = read_topic(spark, kafka, stream=stream), REASON
+        needed = {column for column, _ in required}  # the Kafka record's own columns only where the job reads them
+        df = read_topic(spark, kafka, stream=stream, kafka_columns=[c for c in (KAFKA_KEY, KAFKA_TIMESTAMP) if c in needed])
+        reason = REASON
         schema = df.schema
-        check_columns(f"topic {kafka.topic}", schema.fieldNames(), required)
+        check_columns(f"topic {kafka.topic}", list(dict.fromkeys([*schema.fieldNames(), KAFKA_KEY, KAFKA_TIMESTAMP])),
+                      required)
         kind = schema[time].dataType
     else:
         read = read_files(spark, input, fmt=fmt, time=time, required=required, stream=stream, time_spec=time_spec,

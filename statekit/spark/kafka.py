@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import InputError
+from .kafka_json import DECODED, arrow_fields, decoder
 from .text_schema import CORRUPT, declared_schema, sample_frame
 
 SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -23,11 +24,15 @@ CONNECTOR_PINS = {"4.3.0": "4.2.0", "4.2.1": "4.2.0", "4.1.4": "4.1.3", "4.0.5":
 """pyspark versions on PyPI whose connector Maven Central did not have when this was pinned: the newest of the same
 line that it has (same Scala 2.13 and DataSource V2 API; tests/kafka runs it)."""
 FORMATS = ("json", "csv")
+DECODES = ("arrow", "spark")
+"""``read_topic``'s ways to decode JSON values: Arrow where it can (the rest by Spark), or Spark alone."""
 KAFKA_KEY, KAFKA_TIMESTAMP = "kafka_key", "kafka_timestamp"
 REASON = "_kafka_reason"
 """The column holding why a message is invalid (null: it parsed), for ``run_keyed(reason=...)``."""
 _SAMPLE = 1000
 """How many of the topic's first messages a JSON value schema is inferred from."""
+_RAW = {name: f"_kafka_{name}" for name in ("value", "topic", "partition", "offset")}
+"""The Kafka record's columns a row carries until its reason is made (beside the values' own columns)."""
 _SHOWN = 80
 """How much of an unparsable value its reason shows."""
 
@@ -81,36 +86,66 @@ class KafkaInput:
         return reader
 
 
-def read_topic(spark: Any, source: KafkaInput, *, stream: bool) -> Any:
-    """The topic as a DataFrame of the values' columns, ``kafka_key``, ``kafka_timestamp`` and ``REASON``: a stream
-    from ``starting_offsets`` (``trigger="available-now"`` reads up to the offsets at its start), or a batch up to
-    the latest offsets now."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
+def read_topic(spark: Any, source: KafkaInput, *, stream: bool, decode: str = "arrow",
+               kafka_columns: Sequence[str] = (KAFKA_KEY, KAFKA_TIMESTAMP)) -> Any:
+    """The topic as a DataFrame of the values' columns, ``kafka_columns`` (of ``kafka_key``, ``kafka_timestamp``)
+    and ``REASON``: a stream from ``starting_offsets`` (``trigger="available-now"`` reads up to the offsets at its
+    start), or a batch up to the latest offsets now. ``decode="arrow"``: JSON values of string and integer columns
+    are decoded in a Python stage with Arrow where it can (``kafka_json``), the rest by Spark, to the same columns
+    and reasons; ``"spark"``: Spark's ``from_json`` or ``from_csv`` for every message."""
     source.check()
+    if decode not in DECODES:
+        raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
     schema = value_schema(spark, source)
-    names = set(schema.names)
-    clash = names & {KAFKA_KEY, KAFKA_TIMESTAMP, REASON, CORRUPT}
-    if clash:
-        raise InputError(f"the value schema of topic {source.topic} has a column named {sorted(clash)[0]!r}, which "
-                         f"the Kafka input adds itself: rename it in --value-schema")
-    parse_schema = StructType(list(schema.fields) + [StructField(CORRUPT, StringType(), True)])
     raw = source._reader(spark, stream)
     raw = raw.load() if stream else raw.option("endingOffsets", "latest").load()
-    text = F.col("value").cast("string")
+    return values_of(raw, schema, source.fmt, decode, source.topic, kafka_columns)
+
+
+def values_of(records: Any, schema: Any, fmt: str, decode: str, topic: str,
+              kafka_columns: Sequence[str] = (KAFKA_KEY, KAFKA_TIMESTAMP)) -> Any:
+    """``read_topic``'s DataFrame from ``records``, a DataFrame of Kafka records as Spark's connector reads them
+    (``key``, ``value``, ``topic``, ``partition``, ``offset``, ``timestamp``) from ``topic`` (Kafka's ``subscribe``:
+    a comma-separated list, or one topic, whose records' reasons name it without carrying their column): their
+    ``fmt`` values parsed to the columns of ``schema``, a StructType (a column named as one the input adds is
+    refused)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, StringType, StructField, StructType
+
+    clash = set(schema.names) & {KAFKA_KEY, KAFKA_TIMESTAMP, REASON, CORRUPT, DECODED, *_RAW.values()}
+    if clash:
+        raise InputError(f"the value schema of topic {topic} has a column named {sorted(clash)[0]!r}, which "
+                         f"the Kafka input adds itself: rename it in --value-schema")
+    parse_schema = StructType(list(schema.fields) + [StructField(CORRUPT, StringType(), True)])
+    carried = {name: alias for name, alias in _RAW.items() if name != "topic" or "," in topic}  # one topic: its name
+    unknown = set(kafka_columns) - {KAFKA_KEY, KAFKA_TIMESTAMP}
+    if unknown:
+        raise ValueError(f"kafka_columns: {sorted(unknown)[0]!r} is not one of {KAFKA_KEY!r}, {KAFKA_TIMESTAMP!r}")
+    kafka = [c for c in (KAFKA_KEY, KAFKA_TIMESTAMP) if c in kafka_columns]
+    made = {KAFKA_KEY: F.col("key").cast("string"), KAFKA_TIMESTAMP: F.col("timestamp")}
+    raw = records.select(*(made[c].alias(c) for c in kafka), *(F.col(name).alias(alias) for name, alias in carried.items()))
+    fields = arrow_fields(schema) if decode == "arrow" and fmt == "json" else None
+    if fields is not None:
+        decoded = StructType([*schema.fields, StructField(DECODED, BooleanType(), False), *raw.schema.fields])
+        raw = raw.mapInArrow(decoder(fields, _RAW["value"]), decoded)
+    value = F.col(_RAW["value"])
+    text = value.cast("string")
     options = {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"}
-    parsed = (F.from_json if source.fmt == "json" else F.from_csv)(text, parse_schema.simpleString(), options)
-    where = F.format_string("(topic %s, partition %d, offset %d)", "topic", "partition", "offset")
+    parsed = (F.from_json if fmt == "json" else F.from_csv)(text, parse_schema.simpleString(), options)
+    where = F.format_string("(topic %s, partition %d, offset %d)", F.col(_RAW["topic"]) if "topic" in carried
+                            else F.lit(topic), _RAW["partition"], _RAW["offset"])
     shown = F.substring(F.col("_v." + CORRUPT), 1, _SHOWN)
-    reason = (F.when(F.col("value").isNull(), F.concat(F.lit("null message value: "), where))
+    reason = (F.when(value.isNull(), F.concat(F.lit("null message value: "), where))
               .when(F.col("_v").isNull() | F.col("_v." + CORRUPT).isNotNull(),
-                    F.concat(F.lit(f"unparsable {source.fmt} message: "), where, F.lit(" '"),
+                    F.concat(F.lit(f"unparsable {fmt} message: "), where, F.lit(" '"),
                              F.coalesce(shown, F.substring(text, 1, _SHOWN)), F.lit("'"))))
-    return (raw.select(F.col("key").cast("string").alias(KAFKA_KEY), F.col("timestamp").alias(KAFKA_TIMESTAMP),
-                       "value", "topic", "partition", "offset", text.alias("_text"), parsed.alias("_v"))
-            .select(*(F.col("_v." + f.name).alias(f.name) for f in schema.fields), KAFKA_KEY, KAFKA_TIMESTAMP,
-                    reason.alias(REASON)))
+    if fields is None:
+        return (raw.select(*kafka, *carried.values(), parsed.alias("_v"))
+                .select(*(F.col("_v." + f.name).alias(f.name) for f in schema.fields), *kafka, reason.alias(REASON)))
+    ok = F.col(DECODED)
+    return (raw.select(*schema.names, DECODED, *kafka, *carried.values(), F.when(~ok, parsed).alias("_v"))
+            .select(*(F.when(ok, F.col(f.name)).otherwise(F.col("_v." + f.name)).alias(f.name) for f in schema.fields),
+                    *kafka, F.when(ok, F.lit(None)).otherwise(reason).alias(REASON)))
 
 
 def value_schema(spark: Any, source: KafkaInput) -> Any:
