@@ -35,7 +35,7 @@ from statekit.jobs import DEFAULT_STATE_LAYOUT
 from .common import GAP_MS, MIB, PeakRSS, count_tag, progress, run_isolated, timed, watched
 from .open_sessions import BASE_MS, EPOCH, QUICK_EPOCH, SPREAD_MS, committed, user_ids
 from .report import BenchReport
-from .spark import DELAY_MS, MASTER, PARTITIONS, SETTINGS, java_version
+from .spark_runs import DELAY_MS, MASTER, PARTITIONS, SETTINGS, java_version
 
 SIZES = (1_000_000, 10_000_000)
 QUICK_SIZES = (20_000,)

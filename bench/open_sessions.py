@@ -40,8 +40,8 @@ from statekit.memory_budget import BUDGET_SETTING, MACHINE_FRACTION, default_bud
 from .common import (GAP_MS, HOSTS, JVM, MIB, PYTHON, STATEKIT_PYTHON, WORKERS, PeakRSS, check_names, count_tag,
                      progress, run_isolated, watched)
 from .report import BenchReport
-from .spark import (DELAY_MS, MASTER, NATIVE, PARTITIONS, SENTINEL, RunSpec, java_version, run_builtin, run_native,
-                    run_plain_cells)
+from .spark_runs import (DELAY_MS, MASTER, NATIVE, PARTITIONS, SENTINEL, RunSpec, java_version, run_builtin,
+                         run_native, run_plain_cells)
 
 SIZES = (1_000_000, 10_000_000, 30_000_000)
 QUICK_SIZES = (20_000,)

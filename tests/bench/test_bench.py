@@ -14,7 +14,8 @@ import pytest
 
 from statekit.bench import PARTS
 from statekit.bench.open_sessions import ROLES as OPEN_SESSIONS_ROLES
-from statekit.bench.spark import FLOOR, QUICK
+from statekit.bench.spark import QUICK
+from statekit.bench.spark_runs import FLOOR
 
 pytestmark = pytest.mark.slow  # the bench's own smoke run: a Spark application per run of spark, open-sessions, bootstrap
 
@@ -74,7 +75,7 @@ def _number(v: object) -> bool:
 
 def _tws_missing() -> bool:
     """transformWithStateInPandas needs pandas and protobuf; without them the bench skips it."""
-    from statekit.bench.spark import tws_unavailable
+    from statekit.bench.spark_runs import tws_unavailable
 
     return tws_unavailable() is not None
 

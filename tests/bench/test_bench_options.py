@@ -14,7 +14,8 @@ from statekit.bench import spark as spark_part
 from statekit.bench.common import MIB, PeakRSS
 from statekit.bench.kafka_source import check
 from statekit.bench.report import BenchReport
-from statekit.bench.spark import NATIVE, _report, report_name
+from statekit.bench.spark import _report, report_name
+from statekit.bench.spark_runs import NATIVE
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from statekit.bench import bootstrap, runner
 from statekit.bench.bootstrap import (BASE_MS, QUICK_SIZES, RUNS, check_output, inputs, next_clicks, report_name,
                                       sessions_of, write_inputs)
 from statekit.bench.common import GAP_MS, PeakRSS, clicks
-from statekit.bench.spark import DELAY_MS
+from statekit.bench.spark_runs import DELAY_MS
 from statekit.clickstream import Click, sessionize_reference
 from tests.bench_support import run_in_process
 

@@ -17,7 +17,7 @@ from statekit.bench import open_sessions, runner
 from statekit.bench.common import HOSTS, JVM, PYTHON, STATEKIT_PYTHON, WORKERS, PeakRSS
 from statekit.bench.open_sessions import (BASE_MS, SPREAD_MS, check_sessions, inputs, over_budget, report_name,
                                           user_ids, write_inputs)
-from statekit.bench.spark import SENTINEL
+from statekit.bench.spark_runs import SENTINEL
 from tests.bench_support import run_in_process
 
 MIB = 1 << 20

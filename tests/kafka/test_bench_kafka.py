@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from statekit.bench.spark import FLOOR, NATIVE, QUICK, TWS, VARIANTS, tws_unavailable
+from statekit.bench.spark import QUICK, VARIANTS
+from statekit.bench.spark_runs import FLOOR, NATIVE, TWS, tws_unavailable
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
