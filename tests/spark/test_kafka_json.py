@@ -105,6 +105,14 @@ def test_arrow_decodes_the_well_formed_messages_and_leaves_the_rest_to_spark():
     assert out.column("offset").to_pylist() == list(range(len(EDGES)))
 
 
+@pytest.mark.parametrize("values", [[], [None, None], [b"x", b"[1]", b" {}"]])
+def test_a_batch_with_nothing_arrow_decodes_keeps_its_rows_for_spark(values):
+    batch = pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], names=["v"])
+    out = decode(batch, pa.schema([("user_id", pa.string())]), "v")
+    assert out.column(DECODED).to_pylist() == [False] * len(values)
+    assert out.column("user_id").to_pylist() == [None] * len(values) and out.column("v").to_pylist() == values
+
+
 def test_a_value_schema_with_other_types_is_decoded_by_spark_alone(spark):
     from pyspark.sql.types import _parse_datatype_string
 
