@@ -18,6 +18,8 @@ DECODED = "_kafka_decoded"
 ARROW_TYPES = {"string": "string", "bigint": "int64", "int": "int32"}
 """The value types Arrow decodes exactly as Spark does (Spark's name: Arrow's); any other type leaves the topic to
 Spark (a double's text may round apart, a timestamp has Spark's own formats)."""
+MAX_READS = 64
+"""How many times Arrow may read a batch's messages (each refused run halved) before the rest is left to Spark."""
 _BREAKS = ("\n", "\r")
 """A message holding a line break is left to Spark without trying Arrow, which reads a line per row."""
 
@@ -50,12 +52,11 @@ def decode(batch: pa.RecordBatch, schema: pa.Schema, value: str) -> pa.RecordBat
     for text in _BREAKS:
         safe = pc.and_(safe, pc.invert(pc.fill_null(pc.match_substring(values, text), True)))
     candidates = np.flatnonzero(safe.to_numpy(zero_copy_only=False))
-    pieces: list[tuple[int, int, pa.Table]] = []
-    _parse(values.take(pa.array(candidates, pa.int64())), 0, len(candidates), schema, pieces)
+    pieces = _runs(values.take(pa.array(candidates, pa.int64())), schema)
     take = np.full(n, -1, np.int64)
     decoded = np.zeros(n, bool)
     start = 0
-    for lo, hi, _ in pieces:  # in order: row positions in the concatenated pieces
+    for lo, hi, _ in pieces:  # row positions in the pieces' tables, concatenated in this order
         rows = candidates[lo:hi]
         take[rows] = np.arange(start, start + hi - lo)
         decoded[rows] = True
@@ -69,24 +70,34 @@ def decode(batch: pa.RecordBatch, schema: pa.Schema, value: str) -> pa.RecordBat
     return pa.RecordBatch.from_arrays([*columns, mask, *rest], names=[*schema.names, DECODED, *batch.schema.names])
 
 
-def _parse(values: pa.Array, lo: int, hi: int, schema: pa.Schema, out: list[tuple[int, int, pa.Table]]) -> None:
-    """Append to ``out`` (lo, hi, table) for the runs of ``values[lo:hi]`` Arrow decodes as one row per message,
-    halving a run it refuses down to the single messages it refuses."""
+def _runs(values: pa.Array, schema: pa.Schema) -> list[tuple[int, int, pa.Table]]:
+    """(lo, hi, table) for the runs of ``values`` Arrow decodes as one row per message: a run it refuses is halved
+    down to the single messages it refuses, within ``MAX_READS`` reads (what is left then is Spark's to parse, so a
+    batch of many refused messages costs a bounded number of reads)."""
+    out: list[tuple[int, int, pa.Table]] = []
+    todo, reads = [(0, len(values))] if len(values) else [], 0
+    while todo and reads < MAX_READS:
+        lo, hi = todo.pop()
+        reads += 1
+        table = _read(values.slice(lo, hi - lo), schema)
+        if table is not None:
+            out.append((lo, hi, table))
+        elif hi - lo > 1:
+            mid = (lo + hi) // 2
+            todo += [(mid, hi), (lo, mid)]
+    return out
+
+
+def _read(values: pa.Array, schema: pa.Schema) -> pa.Table | None:
+    """``values`` decoded by Arrow, a row per message; None when Arrow refuses one of them."""
     import pyarrow.json as pj
 
-    if hi <= lo:
-        return
-    text = b"\n".join(values.slice(lo, hi - lo).to_pylist())
+    text = b"\n".join(values.to_pylist())
     try:
         text.decode("utf-8")  # Arrow keeps a string's invalid bytes, where Spark's parse replaces them
         table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(use_threads=False, block_size=len(text) + 1),
                              parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, UnicodeDecodeError, ValueError):
-        table = None
-    if table is not None and table.num_rows == hi - lo:  # each message starts with "{" on one line: one row each
-        out.append((lo, hi, table.select(schema.names)))
-        return
-    if hi - lo > 1:
-        mid = (lo + hi) // 2
-        _parse(values, lo, mid, schema, out)
-        _parse(values, mid, hi, schema, out)
+        return None
+    # each message starts with "{" and holds no line break, so it gives one row or more: as many rows, one each
+    return table.select(schema.names) if table.num_rows == len(values) else None

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekit.spark.kafka import KAFKA_KEY, KAFKA_TIMESTAMP, REASON, values_of
+from statekit.spark import kafka_json
 from statekit.spark.kafka_json import DECODED, arrow_fields, decode
 
 TOPIC = "clicks"
@@ -26,6 +27,7 @@ EDGES = [
     b'{"user_id": null, "ts_ms": null}',
     b'{}',
     b'{"User_Id": "case", "ts_ms": 1}',  # names are matched as written
+    b'{"user_id": "a\\u00e9", "ts_ms": 7}',
     b'{"user_id": 5, "ts_ms": 1}',  # Spark keeps a number's text as a string
     b'{"user_id": {"x": 1}, "ts_ms": 1}',
     b'{"user_id": "a", "ts_ms": "12"}',
@@ -36,7 +38,6 @@ EDGES = [
     b'{"user_id": "a", "ts_ms": 01}',
     b'{"user_id": "a", "ts_ms": 1, "ts_ms": 2}',
     b'{"user_id": "a",\n "ts_ms": 7}',
-    b'{"user_id": "a\\u00e9", "ts_ms": 7}',
     b'{"user_id": "\\ud800", "ts_ms": 7}',
     b'\xef\xbb\xbf{"user_id": "bom", "ts_ms": 7}',
     b'  {"user_id": "lead", "ts_ms": 7}',
@@ -98,10 +99,10 @@ def test_arrow_decodes_the_well_formed_messages_and_leaves_the_rest_to_spark():
     schema = pa.schema([("user_id", pa.string()), ("ts_ms", pa.int64()), ("n", pa.int32())])
     out = decode(batch, schema, "v")
     decoded = out.column(DECODED).to_pylist()
-    assert decoded[:6] == [True] * 6  # the well-formed ones
-    assert not any(decoded[6:])  # each of the rest is Spark's to read
+    assert decoded[:7] == [True] * 7  # the well-formed ones
+    assert not any(decoded[7:])  # each of the rest is Spark's to read
     assert out.column("user_id").to_pylist()[:3] == ["a", "b", '"q" \\ / \t']
-    assert out.column("v").to_pylist() == [None] * 6 + EDGES[6:]  # a message goes on only where Spark reads it
+    assert out.column("v").to_pylist() == [None] * 7 + EDGES[7:]  # a message goes on only where Spark reads it
     assert out.column("offset").to_pylist() == list(range(len(EDGES)))
 
 
@@ -111,6 +112,21 @@ def test_a_batch_with_nothing_arrow_decodes_keeps_its_rows_for_spark(values):
     out = decode(batch, pa.schema([("user_id", pa.string())]), "v")
     assert out.column(DECODED).to_pylist() == [False] * len(values)
     assert out.column("user_id").to_pylist() == [None] * len(values) and out.column("v").to_pylist() == values
+
+
+def test_many_refused_messages_cost_a_bounded_number_of_reads(monkeypatch):
+    values = [b'{"user_id": "u%d"}' % i if i % 2 else b"{'user_id': 'python repr'}" for i in range(1000)]
+    reads = []
+    read = kafka_json._read
+    monkeypatch.setattr(kafka_json, "_read", lambda v, schema: reads.append(len(v)) or read(v, schema))
+    batch = pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], names=["v"])
+    out = decode(batch, pa.schema([("user_id", pa.string())]), "v")
+    decoded = out.column(DECODED).to_pylist()
+    assert len(reads) == kafka_json.MAX_READS  # then the rest is Spark's
+    assert any(decoded) and not any(decoded[0::2])
+    assert [u for u, d in zip(out.column("user_id").to_pylist(), decoded) if d] == \
+        [f"u{i}" for i, d in enumerate(decoded) if d]
+    assert out.column("v").to_pylist() == [None if d else v for d, v in zip(decoded, values)]
 
 
 def test_a_value_schema_with_other_types_is_decoded_by_spark_alone(spark):
