@@ -152,7 +152,8 @@ def sessionize(spark: Any, *, input: str | None = None, output: str, key: str, t
     stream = mode == "stream"
     if kafka is not None:
         needed = {column for column, _ in required}  # the Kafka record's own columns only where the job reads them
-        df = read_topic(spark, kafka, stream=stream, kafka_columns=[c for c in (KAFKA_KEY, KAFKA_TIMESTAMP) if c in needed])
+        df = read_topic(spark, kafka, stream=stream,
+                        kafka_columns=[c for c in (KAFKA_KEY, KAFKA_TIMESTAMP) if c in needed])
         reason = REASON
         schema = df.schema
         check_columns(f"topic {kafka.topic}", list(dict.fromkeys([*schema.fieldNames(), KAFKA_KEY, KAFKA_TIMESTAMP])),

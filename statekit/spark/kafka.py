@@ -123,7 +123,8 @@ def values_of(records: Any, schema: Any, fmt: str, decode: str, topic: str,
         raise ValueError(f"kafka_columns: {sorted(unknown)[0]!r} is not one of {KAFKA_KEY!r}, {KAFKA_TIMESTAMP!r}")
     kafka = [c for c in (KAFKA_KEY, KAFKA_TIMESTAMP) if c in kafka_columns]
     made = {KAFKA_KEY: F.col("key").cast("string"), KAFKA_TIMESTAMP: F.col("timestamp")}
-    raw = records.select(*(made[c].alias(c) for c in kafka), *(F.col(name).alias(alias) for name, alias in carried.items()))
+    raw = records.select(*(made[c].alias(c) for c in kafka),
+                         *(F.col(name).alias(alias) for name, alias in carried.items()))
     fields = arrow_fields(schema) if decode == "arrow" and fmt == "json" else None
     if fields is not None:
         decoded = StructType([*schema.fields, StructField(DECODED, BooleanType(), False), *raw.schema.fields])
@@ -143,7 +144,8 @@ def values_of(records: Any, schema: Any, fmt: str, decode: str, topic: str,
         return (raw.select(*kafka, *carried.values(), parsed.alias("_v"))
                 .select(*(F.col("_v." + f.name).alias(f.name) for f in schema.fields), *kafka, reason.alias(REASON)))
     ok = F.col(DECODED)
-    return (raw.select(*schema.names, DECODED, *kafka, *carried.values(), F.when(~ok, parsed).alias("_v"))
+    return (raw.select(*schema.names, DECODED, *kafka, *carried.values(),
+                       F.when(~ok, parsed).alias("_v"))
             .select(*(F.when(ok, F.col(f.name)).otherwise(F.col("_v." + f.name)).alias(f.name) for f in schema.fields),
                     *kafka, F.when(ok, F.lit(None)).otherwise(reason).alias(REASON)))
 

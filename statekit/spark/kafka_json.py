@@ -30,7 +30,8 @@ def arrow_fields(schema: Any) -> list[tuple[str, str]] | None:
     return None if any(t is None for _, t in fields) else fields
 
 
-def decoder(fields: list[tuple[str, str]], value: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def decoder(fields: list[tuple[str, str]],
+            value: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: each batch with its messages (column ``value``) decoded into ``fields`` and
     ``DECODED`` added; a message kept only where Arrow did not decode it (Spark's parse reads it there)."""
     return partial(_decode_batches, tuple(fields), value)
@@ -95,9 +96,10 @@ def _read(values: pa.Array, schema: pa.Schema) -> pa.Table | None:
     text = b"\n".join(values.to_pylist())
     try:
         text.decode("utf-8")  # Arrow keeps a string's invalid bytes, where Spark's parse replaces them
-        table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(use_threads=False, block_size=len(text) + 1),
+        table = pj.read_json(pa.BufferReader(text),
+                             read_options=pj.ReadOptions(use_threads=False, block_size=len(text) + 1),
                              parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
-    except (pa.ArrowInvalid, UnicodeDecodeError, ValueError):
+    except ValueError:  # Arrow refusing a message (ArrowInvalid), or bytes that are not UTF-8
         return None
     # each message starts with "{" and holds no line break, so it gives one row or more: as many rows, one each
     return table.select(schema.names) if table.num_rows == len(values) else None

@@ -155,3 +155,31 @@ def test_late_and_invalid_records_in_their_topics_once_in_the_epochs_transaction
     invalid = sorted(v["reason"] for _, v, _ in consume(broker, "side-invalid"))
     assert invalid == sorted(r["reason"] for r in side_rows(out, "_invalid")) and len(invalid) == len(MALFORMED)
     assert all(f"topic {topic}, partition 0" in reason for reason in invalid)
+
+
+def test_the_message_key_and_kafka_timestamp_as_key_and_time(broker, tmp_path):
+    """``--key kafka_key --time kafka_timestamp``: sessionize keeps the Kafka record's own columns it reads (it
+    leaves out those it does not), and the sessions equal the reference's on the message keys and timestamps."""
+    from confluent_kafka import Producer
+
+    import pyarrow.parquet as pq
+
+    topic = "clicks-kafka-columns"
+    create_topic(broker, topic, 2)
+    clicks = generate_clickstream(400, 12, seed=53)
+    producer = Producer({"bootstrap.servers": broker})
+    for c in clicks:
+        producer.produce(topic, key=c.user_id.encode(), value=json.dumps({"value": c.value}).encode(),
+                         timestamp=c.ts_ms)
+    assert producer.flush(30) == 0
+    out = tmp_path / "out"
+    args = ["sessionize", "--topic", topic, "--kafka-bootstrap-servers", broker, "--value-schema", "value BIGINT",
+            "--output", str(out), "--key", "kafka_key", "--time", "kafka_timestamp", "--gap", "30s",
+            "--watermark-delay", "5m", "--agg", "sum:value", "--agg", "count", "--partitions", "2", "--final",
+            "--master", "local[2]"]
+    run = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-4000:]
+    rows = [r for f in sorted(out.glob("epoch=*/*.parquet")) for r in pq.read_table(f).to_pylist()]
+    got = sorted((r["kafka_key"], int(r["window_start"].timestamp() * 1000), int(r["window_end"].timestamp() * 1000),
+                  r["sum_value"], r["count"]) for r in rows)
+    assert got == sessionize_reference(clicks, 30_000)

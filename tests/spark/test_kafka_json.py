@@ -28,6 +28,9 @@ EDGES = [
     b'{}',
     b'{"User_Id": "case", "ts_ms": 1}',  # names are matched as written
     b'{"user_id": "a\\u00e9", "ts_ms": 7}',
+    b'{"other": {"user_id": "x", "n": "y"}, "user_id": "nested"}',
+    b'{"user\\u005fid": "escaped name", "ts_ms": 1}',
+    b'{"user_id": "tab after", "ts_ms": 1}\t',
     b'{"user_id": 5, "ts_ms": 1}',  # Spark keeps a number's text as a string
     b'{"user_id": {"x": 1}, "ts_ms": 1}',
     b'{"user_id": "a", "ts_ms": "12"}',
@@ -53,6 +56,8 @@ EDGES = [
     b'{"user_id": "\xff\xfe", "ts_ms": 1}',
     b'{"user_id": true, "ts_ms": 1}',
     b'{"user_id": "a", "ts_ms": true}',
+    b'{"user_id": "a", "ts_ms": -01}',
+    b'{"user_id": "a", "ts_ms": 1, "big": 123456789012345678901234567890, "e": 1e999}',
     None,  # a tombstone
 ]
 
@@ -99,10 +104,10 @@ def test_arrow_decodes_the_well_formed_messages_and_leaves_the_rest_to_spark():
     schema = pa.schema([("user_id", pa.string()), ("ts_ms", pa.int64()), ("n", pa.int32())])
     out = decode(batch, schema, "v")
     decoded = out.column(DECODED).to_pylist()
-    assert decoded[:7] == [True] * 7  # the well-formed ones
-    assert not any(decoded[7:])  # each of the rest is Spark's to read
+    assert decoded[:10] == [True] * 10  # the well-formed ones
+    assert not any(decoded[10:])  # each of the rest is Spark's to read
     assert out.column("user_id").to_pylist()[:3] == ["a", "b", '"q" \\ / \t']
-    assert out.column("v").to_pylist() == [None] * 7 + EDGES[7:]  # a message goes on only where Spark reads it
+    assert out.column("v").to_pylist() == [None] * 10 + EDGES[10:]  # a message goes on only where Spark reads it
     assert out.column("offset").to_pylist() == list(range(len(EDGES)))
 
 
