@@ -83,8 +83,13 @@ def anchors(doc: Path) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", prose, re.M)}
 
 
+SLOW_EXAMPLES = {"README.md", "docs/memory.md", "docs/state-as-data.md"}
+"""Docs whose examples start Spark applications one after another (20-45 s each): in the slow tier."""
+
+
 @pytest.mark.lowest_pyspark
-@pytest.mark.parametrize("doc", [d for d in DOCS if runnable(d)], ids=lambda d: str(d.relative_to(ROOT)))
+@pytest.mark.parametrize("doc", [pytest.param(d, marks=[pytest.mark.slow] if str(d.relative_to(ROOT)) in SLOW_EXAMPLES else [])
+                                 for d in DOCS if runnable(d)], ids=lambda d: str(d.relative_to(ROOT)))
 def test_examples_run(doc, tmp_path):
     for block in runnable(doc):
         if block.language == "python":

@@ -30,7 +30,7 @@ from .micro_batches import no_rows
 from .output_dir import OUTPUTS
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
 from .records import REFUSED, ROUTE, Router, routed_schema, routing_values
-from .session_kind import map_splits
+from .session_kind import default_parallelism, map_splits
 from .sinks import EpochSink
 from .spark_logs import SparkLogSilence
 from .tasks import run_partition
@@ -59,6 +59,9 @@ class EpochRunner:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
         self.routing = routing_values(job.partitions)
+        self.slots = default_parallelism(spark)
+        """The map stage's most splits: a split pays for Python workers of its own (the router's), so an input of
+        more partitions than Spark has task slots is read in one split per slot (``coalesce``)."""
         self.max_ahead_ms, self.max_ahead = max_ahead_ms, max_ahead
         self.log, self.progress = log, progress
         self.committed: list[dict[str, Any]] = []
@@ -132,7 +135,7 @@ class EpochRunner:
         clock = int(time.time() * 1000)
         limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
-        source = df if df is not None else no_rows(self.spark, self.input_schema)
+        source = df.coalesce(self.slots) if df is not None else no_rows(self.spark, self.input_schema)
         splits = map_splits(source, job.sink, epoch)
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, splits, final,
                          None if initial is None else initial[0].restore)

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from .errors import InputError
 from .kafka_json import DECODED, arrow_fields, decoder
+from .session_kind import default_parallelism
 from .text_schema import CORRUPT, declared_schema, sample_frame
 
 SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -35,6 +36,9 @@ _RAW = {name: f"_kafka_{name}" for name in ("value", "topic", "partition", "offs
 """The Kafka record's columns a row carries until its reason is made (beside the values' own columns)."""
 _SHOWN = 80
 """How much of an unparsable value its reason shows."""
+FETCH_WAIT_MS = "50"
+"""The consumer's ``fetch.max.wait.ms`` unless ``options`` set it: a batch reads offsets that exist, so a fetch that
+finds a partition's end (a batch read to the topic's end) need not wait Kafka's default 500 ms for more."""
 
 
 def connector_package(pyspark_version: str | None = None) -> str:
@@ -77,10 +81,13 @@ class KafkaInput:
             raise InputError("CSV messages have no header: pass their columns with --value-schema "
                              "(e.g. 'user_id STRING, ts_ms LONG, value DOUBLE')")
 
-    def _reader(self, spark: Any, stream: bool) -> Any:
+    def reader(self, spark: Any, stream: bool) -> Any:
+        """Spark's Kafka reader (a stream or a batch) of this topic with its options: ``fetch.max.wait.ms`` is
+        ``FETCH_WAIT_MS`` unless ``options`` set it."""
         reader = spark.readStream if stream else spark.read
         reader = (reader.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers)
-                  .option("subscribe", self.topic).option("startingOffsets", self.starting_offsets))
+                  .option("subscribe", self.topic).option("startingOffsets", self.starting_offsets)
+                  .option("kafka.fetch.max.wait.ms", FETCH_WAIT_MS))
         for k, v in self.options:
             reader = reader.option(k, v)
         return reader
@@ -97,7 +104,7 @@ def read_topic(spark: Any, source: KafkaInput, *, stream: bool, decode: str = "a
     if decode not in DECODES:
         raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
     schema = value_schema(spark, source)
-    raw = source._reader(spark, stream)
+    raw = source.reader(spark, stream)
     raw = raw.load() if stream else raw.option("endingOffsets", "latest").load()
     return values_of(raw, schema, source.fmt, decode, source.topic, kafka_columns)
 
@@ -128,7 +135,8 @@ def values_of(records: Any, schema: Any, fmt: str, decode: str, topic: str,
     fields = arrow_fields(schema) if decode == "arrow" and fmt == "json" else None
     if fields is not None:
         decoded = StructType([*schema.fields, StructField(DECODED, BooleanType(), False), *raw.schema.fields])
-        raw = raw.mapInArrow(decoder(fields, _RAW["value"]), decoded)
+        # a task of the decode pays for a Python worker: the topic's partitions are read one task per slot
+        raw = raw.coalesce(default_parallelism(records.sparkSession)).mapInArrow(decoder(fields, _RAW["value"]), decoded)
     value = F.col(_RAW["value"])
     text = value.cast("string")
     options = {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"}
@@ -157,7 +165,7 @@ def value_schema(spark: Any, source: KafkaInput) -> Any:
 
     if source.value_schema:
         return declared_schema(source.value_schema, "--value-schema")
-    sample = (source._reader(spark, stream=False).option("endingOffsets", "latest").load()
+    sample = (source.reader(spark, stream=False).option("endingOffsets", "latest").load()
               .selectExpr("CAST(value AS STRING) AS value").where("value IS NOT NULL").limit(_SAMPLE))
     inferred = sample_frame(spark, [row[0] for row in sample.collect()], "json", {})
     fields = [] if inferred is None else [f for f in inferred.schema.fields if f.name != CORRUPT]

@@ -144,6 +144,29 @@ def test_each_operator_kind_through_run_keyed(spark, tmp_path, backend, kind, st
     assert got == _reference(kind, recs)
 
 
+def test_an_input_of_more_partitions_than_slots_is_routed_one_split_per_slot(spark, tmp_path):
+    """Each map split pays for a Python worker of the router's: 8 input partitions on 2 slots are read by 2 splits,
+    and the windows are those of the plain reference."""
+    recs = records()
+    factory, columns, schema = JOBS["aggregate"]
+    sc = spark.sparkContext
+    group = f"statekit-test-{tmp_path.name}"
+    sc.setJobGroup(group, "one split per slot")
+    try:
+        run_keyed(spark.createDataFrame(recs, INPUT_SCHEMA).repartition(8), key="k", time="ts", columns=columns,
+                  operator_factory=factory, result_schema=schema, output=str(tmp_path / "out"), partitions=2,
+                  final=True)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker = sc.statusTracker()
+    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup(group)
+              for s in tracker.getJobInfo(j).stageIds]
+    tasks = [s.numTasks for s in stages if s is not None]
+    assert tasks and max(tasks) <= sc.defaultParallelism < 8, tasks
+    got = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).drop("epoch").collect())
+    assert got == _reference("aggregate", recs)
+
+
 class Yields(KeyedProcessFunction):
     def __init__(self, make):
         self.make = make

@@ -36,6 +36,7 @@ spark.stop()
 '''
 
 
+@pytest.mark.slow  # a Spark application of its own
 def test_warm_up_runs_once_per_application_and_leaves_workers_with_the_task_modules():
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
