@@ -29,8 +29,8 @@ from .initial_state import InitialState
 from .micro_batches import no_rows
 from .output_dir import OUTPUTS
 from .plan import INVALID_TAG, LATE_TAG, EpochPlan, JobPlan
-from .records import REFUSED, ROUTE, Router, routed_schema, routing_values
-from .session_kind import default_parallelism, map_splits
+from .records import POSITION, REFUSED, ROUTE, Router, routed_schema, routing_values
+from .session_kind import map_splits, task_slots
 from .sinks import EpochSink
 from .spark_logs import SparkLogSilence
 from .tasks import run_partition
@@ -59,9 +59,10 @@ class EpochRunner:
         self.spark, self.job, self.delay_ms = spark, job, delay_ms
         self.input_schema, self.routed_schema = input_schema, routed_schema(input_schema)
         self.routing = routing_values(job.partitions)
-        self.slots = default_parallelism(spark)
-        """The map stage's most splits: a split pays for Python workers of its own (the router's), so an input of
-        more partitions than Spark has task slots is read in one split per slot (``coalesce``)."""
+        self.slots = task_slots(spark)
+        """The map stage's most splits: a split pays for Python workers of its own (the router's, a decode's before
+        it), so an input of more partitions than Spark has task slots is read in one split per slot (``coalesce``;
+        None: a Connect client that cannot tell, which leaves the input's partitions as they are)."""
         self.max_ahead_ms, self.max_ahead = max_ahead_ms, max_ahead
         self.log, self.progress = log, progress
         self.committed: list[dict[str, Any]] = []
@@ -125,6 +126,8 @@ class EpochRunner:
               initial: tuple[InitialState, JobPlan] | None) -> PlannedEpoch:
         """The epoch after ``last``: its watermark, its time limit (recorded as its intent, which a replay
         keeps), and the Spark job that checks and routes its rows (``records.Router``) and runs its tasks."""
+        from pyspark.sql import functions as F
+
         epoch = 0 if last is None else last.epoch + 1
         if not self.committed:
             self._check_output(epoch)
@@ -135,8 +138,12 @@ class EpochRunner:
         clock = int(time.time() * 1000)
         limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
-        source = df.coalesce(self.slots) if df is not None else no_rows(self.spark, self.input_schema)
-        splits = map_splits(source, job.sink, epoch)
+        source = df if df is not None else no_rows(self.spark, self.input_schema)
+        # each row's position is taken before the splits are merged: a retry's splits may group them otherwise
+        positioned = source.withColumn(POSITION, F.monotonically_increasing_id())
+        if self.slots is not None:
+            positioned = positioned.coalesce(self.slots)
+        splits = map_splits(positioned, job.sink, epoch)
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, splits, final,
                          None if initial is None else initial[0].restore)
         time_column = MILLIS if initial is not None else job.columns[1]  # an initial state's times: MILLIS
@@ -145,10 +152,11 @@ class EpochRunner:
                         initial is None and REFUSED in self.input_schema.names,
                         None if splits.marks is None else partial(splits.mark, job.sink))
         if initial is None:
-            timed = source.withColumn(MILLIS, self.time_spec.millis(time_column, self.input_schema[time_column].dataType))
+            timed = positioned.withColumn(MILLIS, self.time_spec.millis(time_column,
+                                                                       self.input_schema[time_column].dataType))
             routed = self.routed_schema
         else:  # the initial state holds its times in MILLIS already
-            timed, routed = source, routed_schema(source.drop(MILLIS).schema)
+            timed, routed = positioned, routed_schema(source.drop(MILLIS).schema)
         tasks = (timed.mapInArrow(router, routed).repartition(job.partitions, ROUTE)
                  .mapInArrow(partial(run_partition, job, plan), "stats string"))
         return PlannedEpoch(plan, limit, tasks)

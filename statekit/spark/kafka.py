@@ -16,7 +16,6 @@ from typing import Any, Mapping, Sequence
 
 from .errors import InputError
 from .kafka_json import DECODED, arrow_fields, decoder
-from .session_kind import default_parallelism
 from .text_schema import CORRUPT, declared_schema, sample_frame
 
 SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -135,8 +134,7 @@ def values_of(records: Any, schema: Any, fmt: str, decode: str, topic: str,
     fields = arrow_fields(schema) if decode == "arrow" and fmt == "json" else None
     if fields is not None:
         decoded = StructType([*schema.fields, StructField(DECODED, BooleanType(), False), *raw.schema.fields])
-        # a task of the decode pays for a Python worker: the topic's partitions are read one task per slot
-        raw = raw.coalesce(default_parallelism(records.sparkSession)).mapInArrow(decoder(fields, _RAW["value"]), decoded)
+        raw = raw.mapInArrow(decoder(fields, _RAW["value"]), decoded)
     value = F.col(_RAW["value"])
     text = value.cast("string")
     options = {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"}

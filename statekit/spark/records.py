@@ -26,6 +26,9 @@ TS, PART, ROUTE, SEQ, WHY, MARK = "_ts", "_p", "_r", "_seq", "_why", "_m"
 ROUTING_COLUMNS = ((TS, "long"), (PART, "int"), (ROUTE, "int"), (SEQ, "long"), (WHY, "string"), (MARK, "int"))
 """Added to each row: event time (ms), partition, its routing value for Spark's hash partitioner,
 a replay-stable sequence number, why the row is invalid (null: valid), and the end-of-split marker."""
+POSITION = "_pos"
+"""An input column of each row's place in the epoch's input as Spark planned it (``monotonically_increasing_id``
+before the map stage's ``coalesce``): the same in every attempt whichever split reads the row, it becomes ``SEQ``."""
 REFUSED = "_refused"
 """An input column of reasons given with the rows (``run_keyed(reason=...)``: a parser's verdict): where not null the
 row is invalid for that reason, before its key and time are looked at. It does not go on."""
@@ -37,8 +40,8 @@ class Router:
     """Routes the rows of one epoch: ``routing[p]`` is a value Spark's hash partitioner sends to
     partition ``p``; rows with event times after ``time_limit`` (ms, None: no limit) are refused.
     Each batch holds the event time in milliseconds as column ``event_time.MILLIS`` (null where the
-    ``time`` column's value did not convert by ``spec``, which names why); it does not go on, and neither does
-    column ``REFUSED`` when ``refused`` (reasons given with the rows). ``routed(split)``: called once a split
+    ``time`` column's value did not convert by ``spec``, which names why) and each row's ``POSITION``, its ``SEQ``;
+    neither goes on, nor does column ``REFUSED`` when ``refused`` (reasons given with the rows). ``routed(split)``: called once a split
     routed all its rows, before its end markers (``map_splits``: where the epoch's splits are counted)."""
 
     key: str
@@ -59,8 +62,8 @@ class Router:
         from pyspark import TaskContext
 
         start_task()
-        split = TaskContext.get().partitionId()
-        seq, schema = split << 36, self.schema
+        split, schema = TaskContext.get().partitionId(), self.schema
+        dropped = [MILLIS, POSITION, REFUSED] if self.refused else [MILLIS, POSITION]
         for batch in batches:
             n = batch.num_rows
             if n == 0:
@@ -74,11 +77,10 @@ class Router:
                 why = pa.array([next((w for w in row if w is not None), None) for row in zip(*found)], pa.string())
             else:
                 why = pa.array(found[0], pa.string()) if found else pa.nulls(n, pa.string())
-            yield pa.RecordBatch.from_arrays(  # numbered with numpy: pa.array of a range iterates in Python
-                [*batch.drop_columns([MILLIS, REFUSED] if self.refused else [MILLIS]).columns, ts, pa.array(parts, pa.int32()),
-                 pa.array(np.asarray(self.routing, np.int32)[parts]),
-                 pa.array(np.arange(seq, seq + n, dtype=np.int64)), why, pa.nulls(n, pa.int32())], schema=schema)
-            seq += n
+            yield pa.RecordBatch.from_arrays(
+                [*batch.drop_columns(dropped).columns, ts, pa.array(parts, pa.int32()),
+                 pa.array(np.asarray(self.routing, np.int32)[parts]), batch.column(POSITION), why,
+                 pa.nulls(n, pa.int32())], schema=schema)
         if self.routed is not None:
             self.routed(split)
         P = self.partitions

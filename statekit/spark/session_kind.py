@@ -37,8 +37,14 @@ def master(spark: Any) -> str:
 
 
 def default_parallelism(spark: Any) -> int:
-    """Spark's default parallelism: the SparkContext's on a classic session; on Connect
-    ``spark.default.parallelism``, else the cores of a ``local[N]`` master, else ``CONNECT_DEFAULT_PARALLELISM``."""
+    """Spark's default parallelism: ``task_slots``, else (a Connect client that cannot tell)
+    ``CONNECT_DEFAULT_PARALLELISM``."""
+    return task_slots(spark) or CONNECT_DEFAULT_PARALLELISM
+
+
+def task_slots(spark: Any) -> int | None:
+    """How many tasks Spark runs at once, as far as the session can tell: the SparkContext's default parallelism on a
+    classic session; on Connect ``spark.default.parallelism``, else the cores of a ``local[N]`` master, else None."""
     if not is_connect(spark):
         return classic_jvm(spark).default_parallelism
     configured = spark.conf.get("spark.default.parallelism", None)
@@ -46,7 +52,7 @@ def default_parallelism(spark: Any) -> int:
         return int(configured)
     local = _LOCAL_MASTER.match(master(spark))
     if local is None:
-        return CONNECT_DEFAULT_PARALLELISM
+        return None
     return (os.cpu_count() or 1) if local.group(1) == "*" else int(local.group(1))
 
 

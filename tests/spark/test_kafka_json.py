@@ -185,14 +185,3 @@ def _message(draw) -> bytes | None:
 def test_any_messages_decode_as_spark_decodes_them(spark, values):
     assert _decoded(spark, values, "arrow") == _decoded(spark, values, "spark")
 
-
-def test_the_arrow_decode_reads_one_task_per_slot(spark):
-    """A task of the Arrow decode pays for a Python worker: a topic of more partitions than Spark's slots is decoded
-    one task per slot, to the same rows; Spark's own parse keeps the source's partitions."""
-    from pyspark.sql.types import _parse_datatype_string
-
-    records = _records(spark, EDGES).repartition(8)
-    arrow, spark_only = (values_of(records, _parse_datatype_string(SCHEMA), "json", d, TOPIC) for d in ("arrow", "spark"))
-    assert arrow.rdd.getNumPartitions() <= spark.sparkContext.defaultParallelism < 8
-    assert spark_only.rdd.getNumPartitions() == 8
-    assert sorted(map(tuple, arrow.collect()), key=repr) == sorted(map(tuple, spark_only.collect()), key=repr)

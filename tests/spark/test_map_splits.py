@@ -13,7 +13,7 @@ from statekit.spark import records
 from statekit.spark.event_time import MILLIS
 from statekit.spark.map_splits import MapSplits
 from statekit.spark.output_dir import OutputDir
-from statekit.spark.records import MARK, ROUTING_COLUMNS, Router, routing_values
+from statekit.spark.records import MARK, POSITION, ROUTING_COLUMNS, Router, routing_values
 
 PARTITIONS = 2
 TYPES = {"long": pa.int64(), "int": pa.int32(), "string": pa.string()}
@@ -37,7 +37,8 @@ def _route(router: Router, split: int, monkeypatch: pytest.MonkeyPatch) -> pa.Ta
     monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: _Split(split)))
     monkeypatch.setattr(records, "start_task", lambda: None)
     batch = pa.record_batch({"k": [f"user-{split}", "user-x"], "t": [1_000 + split, 2_000],
-                             MILLIS: pa.array([1_000 + split, 2_000], pa.int64())})
+                             MILLIS: pa.array([1_000 + split, 2_000], pa.int64()),
+                             POSITION: pa.array([split << 33, (split << 33) + 1], pa.int64())})
     return pa.Table.from_batches(list(router([batch])), schema=ROUTED)
 
 
@@ -80,3 +81,20 @@ def test_a_known_count_leaves_no_marks(tmp_path, monkeypatch):
     splits.check(output, _ends(routed, 0), 0, 0)
     with pytest.raises(RuntimeError, match=r"input truncated \(1 of 2"):
         splits.check(output, _ends(routed[1:], 0), 0, 0)
+
+
+def test_a_rows_sequence_is_its_position_whichever_split_routes_it(monkeypatch):
+    """The tasks order equal times by ``SEQ``: it is the row's position in the input as planned, not its split's
+    number, so a retry whose merged splits group the input otherwise orders ties the same."""
+    import pyspark
+
+    router = Router("k", "t", PARTITIONS, 128, routing_values(PARTITIONS), ROUTED)
+    monkeypatch.setattr(records, "start_task", lambda: None)
+    batch = pa.record_batch({"k": ["a", "b", "a"], "t": [5, 5, 5], MILLIS: pa.array([5, 5, 5], pa.int64()),
+                             POSITION: pa.array([(3 << 33) + 9, 7, 1 << 33], pa.int64())})
+    seen = []
+    for split in (0, 1):
+        monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls, s=split: _Split(s)))
+        table = pa.Table.from_batches(list(router([batch])), schema=ROUTED)
+        seen.append(table.filter(pc.is_null(table[MARK]))[records.SEQ].to_pylist())
+    assert seen == [[(3 << 33) + 9, 7, 1 << 33]] * 2
