@@ -22,7 +22,7 @@ from .executor_memory import executor_budget
 from .initial_state import InitialState, refuse_started
 from .output_dir import OutputDir, check_output_is_own
 from .plan import Fault, JobPlan
-from .records import REFUSED, routed_schema
+from .records import OWN_COLUMNS, REFUSED, routed_schema
 from .runtime import STATE_HOSTS, StatePlacement, application_secret
 from .schemas import arrow_schema
 from .session_kind import application_id, default_parallelism, master
@@ -220,6 +220,10 @@ def _columns(df: Any, key: str, time: str, columns: list[str] | None,
         row_columns = [c for c in row_columns if c != reason] if columns is None else row_columns
         if reason in (key, time, *row_columns):
             raise InputError(f"reason column {reason!r} is the key, the time or a row column")
+    own = [c for c in (key, time, *row_columns) if c in OWN_COLUMNS]
+    if own:
+        raise InputError(f"column {own[0]!r} has a name statekit gives a column of its own beside the input's "
+                         f"({', '.join(sorted(OWN_COLUMNS))}): rename it (withColumnRenamed)")
     missing = [c for c in (key, time, *row_columns, *([reason] if reason else [])) if c not in df.columns]
     if missing:
         raise InputError(f"column {missing[0]!r} not found; available columns: {', '.join(df.columns)}")

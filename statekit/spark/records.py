@@ -33,6 +33,8 @@ REFUSED = "_refused"
 """An input column of reasons given with the rows (``run_keyed(reason=...)``: a parser's verdict): where not null the
 row is invalid for that reason, before its key and time are looked at. It does not go on."""
 FUTURE_REASON = "time ahead of the clock"
+OWN_COLUMNS = frozenset({MILLIS, POSITION, REFUSED, *(name for name, _ in ROUTING_COLUMNS)})
+"""The names of the columns an epoch adds to its input: no routed column of the input may have one."""
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,10 @@ class Router:
     """Routes the rows of one epoch: ``routing[p]`` is a value Spark's hash partitioner sends to
     partition ``p``; rows with event times after ``time_limit`` (ms, None: no limit) are refused.
     Each batch holds the event time in milliseconds as column ``event_time.MILLIS`` (null where the
-    ``time`` column's value did not convert by ``spec``, which names why) and each row's ``POSITION``, its ``SEQ``;
-    neither goes on, nor does column ``REFUSED`` when ``refused`` (reasons given with the rows). ``routed(split)``: called once a split
-    routed all its rows, before its end markers (``map_splits``: where the epoch's splits are counted)."""
+    ``time`` column's value did not convert by ``spec``, which names why) and each row's ``POSITION``, its
+    ``SEQ``; neither goes on, nor does column ``REFUSED`` when ``refused`` (reasons given with the rows).
+    ``routed(split)``: called once a split routed all its rows, before its end markers (``map_splits``: where the
+    epoch's splits are counted)."""
 
     key: str
     time: str

@@ -167,6 +167,18 @@ def test_an_input_of_more_partitions_than_slots_is_routed_one_split_per_slot(spa
     assert got == _reference("aggregate", recs)
 
 
+@pytest.mark.parametrize("name", ["_pos", "_seq", "_time_ms"])
+def test_a_column_named_as_one_statekit_adds_is_refused_by_name(spark, tmp_path, name):
+    from statekit.spark import InputError
+
+    df = spark.createDataFrame(records(8), INPUT_SCHEMA).withColumnRenamed("value", name)
+    factory, _, schema = JOBS["aggregate"]
+    with pytest.raises(InputError, match=f"column '{name}' has a name statekit gives a column of its own"):
+        run_keyed(df, key="k", time="ts", columns=[name], operator_factory=factory, result_schema=schema,
+                  output=str(tmp_path / "out"), partitions=1)
+    assert not (tmp_path / "out").exists()
+
+
 class Yields(KeyedProcessFunction):
     def __init__(self, make):
         self.make = make
