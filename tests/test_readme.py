@@ -103,6 +103,11 @@ def test_examples_run(doc, tmp_path):
                                       f"exited {r.returncode}\n{r.stderr[-3000:]}"
 
 
+def test_the_slow_examples_are_docs_with_examples():
+    """A doc renamed or emptied of examples leaves no stale name behind in the slow tier's list."""
+    assert SLOW_EXAMPLES <= {str(d.relative_to(ROOT)) for d in DOCS if runnable(d)}
+
+
 def test_every_fence_names_its_language():
     for doc in DOCS:
         for block in blocks(doc):
