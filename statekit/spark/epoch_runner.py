@@ -139,24 +139,23 @@ class EpochRunner:
         limit = None if self.max_ahead_ms is None else clock + self.max_ahead_ms
         limit = self.log.intent(epoch, {"time_limit": limit})["time_limit"]  # a replay keeps its first limit
         source = df if df is not None else no_rows(self.spark, self.input_schema)
-        # each row's position is taken before the splits are merged: a retry's splits may group them otherwise
-        positioned = source.withColumn(POSITION, F.monotonically_increasing_id())
+        time_column = MILLIS if initial is not None else job.columns[1]  # an initial state's times: MILLIS
+        # each row's position is taken before the splits are merged: a retry's splits may group them otherwise;
+        # one projection adds it and the times in milliseconds (an initial state holds its times in MILLIS already)
+        added = [F.monotonically_increasing_id().alias(POSITION)]
+        if initial is None:
+            added.append(self.time_spec.millis(time_column, self.input_schema[time_column].dataType).alias(MILLIS))
+        timed = source.select("*", *added)
         if self.slots is not None:
-            positioned = positioned.coalesce(self.slots)
-        splits = map_splits(positioned, job.sink, epoch)
+            timed = timed.coalesce(self.slots)
+        splits = map_splits(timed, job.sink, epoch)
         plan = EpochPlan(epoch, None if last is None else last.epoch, watermark, splits, final,
                          None if initial is None else initial[0].restore)
-        time_column = MILLIS if initial is not None else job.columns[1]  # an initial state's times: MILLIS
         router = Router(job.columns[0], time_column, job.partitions, job.max_parallelism, self.routing,
                         job.routed_schema, limit, self.max_ahead, self.time_spec,
                         initial is None and REFUSED in self.input_schema.names,
                         None if splits.marks is None else partial(splits.mark, job.sink))
-        if initial is None:
-            timed = positioned.withColumn(MILLIS, self.time_spec.millis(time_column,
-                                                                       self.input_schema[time_column].dataType))
-            routed = self.routed_schema
-        else:  # the initial state holds its times in MILLIS already
-            timed, routed = positioned, routed_schema(source.drop(MILLIS).schema)
+        routed = self.routed_schema if initial is None else routed_schema(source.drop(MILLIS).schema)
         tasks = (timed.mapInArrow(router, routed).repartition(job.partitions, ROUTE)
                  .mapInArrow(partial(run_partition, job, plan), "stats string"))
         return PlannedEpoch(plan, limit, tasks)

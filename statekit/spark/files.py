@@ -14,6 +14,7 @@ from .file_order import check_file_order
 from .jvm import classic_jvm
 from .input_files import (input_format, is_data_file, local_as_absolute, missing, name_glob, nothing_found,
                           refuse_written_inside, split_glob)
+from .local_files import first_lines
 from .parquet_schema import parquet_spark_schema
 from .runtime import is_connect
 from .spark_checkpoint import files_read
@@ -166,8 +167,11 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
 
 def _sample(spark: Any, file: str, fmt: str, options: dict[str, str], schema: Any) -> Any:
     """The first ``SAMPLE_LINES`` lines of csv or json ``file`` as a DataFrame, of ``schema`` or of the columns they
-    show (where the session cannot read text it is given, the whole file)."""
-    lines = [row[0] for row in spark.read.text(file).limit(SAMPLE_LINES).collect()]
+    show (where the session cannot read text it is given, the whole file). A classic driver reads a local file's
+    lines itself (``local_files.first_lines``: no Spark job before the run's)."""
+    lines = None if is_connect(spark) else first_lines(file, SAMPLE_LINES)
+    if lines is None:
+        lines = [row[0] for row in spark.read.text(file).limit(SAMPLE_LINES).collect()]
     sample = sample_frame(spark, lines, fmt, options, schema)
     if sample is not None:
         return sample

@@ -4,18 +4,9 @@ does not depend on a Spark setting are mapped; a file with any other column is l
 
 from __future__ import annotations
 
-import os
 from typing import Any
-from urllib.parse import unquote, urlparse
 
-
-def local_path(uri: str) -> str | None:
-    """The local path of a ``file:`` URI or a plain path, if it is a file here; None for any other location."""
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        return None
-    path = unquote(parsed.path) if parsed.scheme else uri
-    return path if os.path.isfile(path) else None
+from .local_files import local_path
 
 
 def parquet_spark_schema(uri: str) -> Any | None:

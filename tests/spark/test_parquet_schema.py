@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from statekit.spark.files import read_files
-from statekit.spark.parquet_schema import local_path, parquet_spark_schema
+from statekit.spark.local_files import local_path
+from statekit.spark.parquet_schema import parquet_spark_schema
 
 pytestmark = pytest.mark.spark
 
