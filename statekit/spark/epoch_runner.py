@@ -76,6 +76,9 @@ class EpochRunner:
         published and before it is recorded."""
         self.time_spec = time_spec
         """How the time column's values become event-time milliseconds (``event_time``)."""
+        time_column = job.columns[1]
+        self.millis = time_spec.millis(time_column, input_schema[time_column].dataType).alias(MILLIS)
+        """The records' event time in milliseconds, a Spark column built once: text times take tens of JVM calls."""
         self.busy = threading.Lock()
         self.stop_requested = False
         self.quiet = SparkLogSilence(spark)
@@ -144,7 +147,7 @@ class EpochRunner:
         # one projection adds it and the times in milliseconds (an initial state holds its times in MILLIS already)
         added = [F.monotonically_increasing_id().alias(POSITION)]
         if initial is None:
-            added.append(self.time_spec.millis(time_column, self.input_schema[time_column].dataType).alias(MILLIS))
+            added.append(self.millis)
         timed = source.select("*", *added)
         if self.slots is not None:
             timed = timed.coalesce(self.slots)

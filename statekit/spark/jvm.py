@@ -72,8 +72,9 @@ def classic_jvm(spark: Any) -> ClassicJvm:
 
 
 def rdd_partitions(df: Any) -> int:
-    """How many partitions classic DataFrame ``df``'s plan has (from its RDD: no job runs)."""
-    return df.rdd.getNumPartitions()
+    """How many partitions classic DataFrame ``df``'s plan has (from its physical plan's RDD: no job runs, and no
+    Python RDD of its rows is made for the asking)."""
+    return df._jdf.queryExecution().toRdd().getNumPartitions()
 
 
 def accelerator_jvm(spark: Any, what: str) -> ClassicJvm | None:

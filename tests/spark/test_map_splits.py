@@ -98,3 +98,20 @@ def test_a_rows_sequence_is_its_position_whichever_split_routes_it(monkeypatch):
         table = pa.Table.from_batches(list(router([batch])), schema=ROUTED)
         seen.append(table.filter(pc.is_null(table[MARK]))[records.SEQ].to_pylist())
     assert seen == [[(3 << 33) + 9, 7, 1 << 33]] * 2
+
+
+@pytest.mark.spark
+def test_a_classic_plans_split_count_is_that_of_its_rows_rdd(spark, tmp_path):
+    """``rdd_partitions`` (the physical plan's RDD) counts the splits pyspark's ``df.rdd`` has, where a merge asks
+    for more splits than there are, for fewer, and for files packed into splits by size."""
+    from pyspark.sql import functions as F
+
+    from statekit.spark.jvm import rdd_partitions
+
+    path = str(tmp_path / "in")
+    spark.range(0, 50_000, 1, 3).select(F.col("id").cast("string").alias("k")).write.csv(path)
+    files = spark.read.schema("k string").csv(path)
+    frames = [spark.range(0, 10, 1, 1).coalesce(4), spark.range(0, 100, 1, 7).coalesce(2),
+              files.select("*", F.monotonically_increasing_id().alias(POSITION)).coalesce(2), files,
+              spark.range(0, 10, 1, 3).union(spark.range(0, 5, 1, 2))]
+    assert [rdd_partitions(df) for df in frames] == [df.rdd.getNumPartitions() for df in frames] == [1, 2, 2, 2, 5]
