@@ -33,11 +33,14 @@ def first_lines(uri: str, n: int) -> list[str] | None:
     path = local_path(uri)
     if path is None or path.lower().endswith(COMPRESSED):
         return None
-    head = bytearray()
+    head, ends = bytearray(), 0
     with open(path, "rb") as f:
         while True:
             chunk = f.read(_CHUNK)
             head += chunk
+            ends += chunk.count(b"\n") + chunk.count(b"\r")  # at least the line ends read ("\r\n" counts twice)
+            if chunk and ends <= n:  # fewer than n line ends yet: split once there may be enough (not per chunk)
+                continue
             lines = _LINE_END.split(bytes(head[len(_BOM):] if head.startswith(_BOM) else head))
             if not chunk:  # the whole file: a line end at its end ends its last line
                 if lines[-1] == b"":
