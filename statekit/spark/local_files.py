@@ -8,7 +8,7 @@ import os
 import re
 from urllib.parse import unquote, urlparse
 
-COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".br", ".xz")
+COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".br", ".xz", ".lzo", ".lzo_deflate")
 """File name endings Hadoop reads through a compression codec: such a file's lines are left to Spark."""
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 """Where Spark's text source (Hadoop's line reader, no ``lineSep``) ends a line."""
