@@ -21,7 +21,7 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
               open_sessions: list[int] | None = None, epoch_records: int | None = None, runs: list[str] | None = None,
               memory_budget: str | None = None, bootstrap_sessions: list[int] | None = None,
               history_clicks: int | None = None, source: str = "files",
-              kafka_bootstrap_servers: str | None = None) -> dict[str, dict]:
+              kafka_bootstrap_servers: str | None = None, repeat: int = 1) -> dict[str, dict]:
     """Run each part, write DIR/<part>.json/.md/.png, and return the paths written per part; exit non-zero
     after writing them when a part's report lists failures (a run that got its answer wrong)."""
     only = {"spark": {**({"scale": scale} if scale != "default" else {}),
@@ -30,7 +30,8 @@ def run_parts(parts: list[str], quick: bool, out_dir: Path, scale: str = "defaul
                       **({"fmt": fmt} if fmt != "parquet" else {}), **({"variants": variants} if variants else {}),
                       **({"seed": seed} if seed is not None else {}),
                       **({"source": source} if source != "files" else {}),
-                      **({"kafka_bootstrap_servers": kafka_bootstrap_servers} if kafka_bootstrap_servers else {})},
+                      **({"kafka_bootstrap_servers": kafka_bootstrap_servers} if kafka_bootstrap_servers else {}),
+                      **({"repeat": repeat} if repeat != 1 else {})},
             OPEN_SESSIONS: {**({"open_sessions": open_sessions} if open_sessions else {}),
                             **({"epoch_records": epoch_records} if epoch_records else {}),
                             **({"runs": runs} if runs else {}),
@@ -105,6 +106,11 @@ def _history_clicks(text: str) -> int:
     return _whole(text, "clicks per user", "e.g. 10")
 
 
+def _repeat(text: str) -> int:
+    """``--repeat 3``: a positive whole number."""
+    return _whole(text, "runs per variant", "e.g. 3")
+
+
 def _runs(text: str) -> list[str]:
     """``--runs rocksdb,native``: names of the open-sessions part's runs (checked by the part itself)."""
     try:
@@ -164,6 +170,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT",
                     help="spark --source kafka or files,kafka only: a running broker to load the topics into (the "
                          "bench deletes them at the end)")
+    ap.add_argument("--repeat", type=_repeat, default=1, metavar="N",
+                    help="spark only: make every run N times, round after round (so the host's drift reaches every "
+                         "variant alike), and rate each variant on its run of median time, every run checked against "
+                         "the reference (writes spark-*-repeat-N.*)")
     ap.add_argument("--open-sessions", type=_counts("open session counts", "1000000,10000000"), default=None,
                     metavar="N,N,...", help="open-sessions only: how many users (one open session each) per size, "
                     "instead of 10^6, 10^7 and 3 x 10^7 (quick: 2 x 10^4)")
@@ -188,4 +198,4 @@ def main(argv: list[str] | None = None) -> None:
     parts = list(PARTS) if "all" in args.parts else args.parts
     run_parts(parts, args.quick, Path(args.out), args.scale, args.state_layout, args.remote, args.users, args.fmt,
               args.variants, args.seed, args.open_sessions, args.epoch_records, args.runs, args.memory_budget,
-              args.bootstrap_sessions, args.history_clicks, args.source, args.kafka_bootstrap_servers)
+              args.bootstrap_sessions, args.history_clicks, args.source, args.kafka_bootstrap_servers, args.repeat)

@@ -135,26 +135,27 @@ few thousand events."""
 
 
 def report_name(scale: str, fmt: str, users: list[int] | None, variants: list[str] | None, state_layout: str | None,
-                remote: str | None, seed: int = CLICKS_SEED, source: str = "files") -> str:
+                remote: str | None, seed: int = CLICKS_SEED, source: str = "files", repeat: int = 1) -> str:
     """``spark`` and what differs from a default run:
-    ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11``, ``spark-kafka-users-10k``,
+    ``spark-medium-csv-users-10k-1m-native-plain-cells-connect-seed-11-repeat-3``, ``spark-kafka-users-10k``,
     ``spark-files-kafka-users-10k`` (both sources)."""
     tags = [scale if scale != "default" else "", source.replace(",", "-") if source != "files" else "",
             fmt if fmt != "parquet" else "",
             "users-" + "-".join(count_tag(u) for u in users) if users else "", "-".join(variants or ()),
             state_layout or "", "connect" if remote else "",
-            f"seed-{seed}" if seed != CLICKS_SEED else ""]
+            f"seed-{seed}" if seed != CLICKS_SEED else "", f"repeat-{repeat}" if repeat != 1 else ""]
     return "-".join(["spark", *filter(None, tags)])
 
 
 def run(quick: bool = False, scale: str = "default", state_layout: str | None = None,
         remote: str | None = None, users: list[int] | None = None, fmt: str = "parquet",
         variants: list[str] | None = None, seed: int = CLICKS_SEED, source: str = "files",
-        kafka_bootstrap_servers: str | None = None) -> BenchReport:
+        kafka_bootstrap_servers: str | None = None, repeat: int = 1) -> BenchReport:
     """The ``variants`` (default: every one the scale runs) per user count on ``fmt`` input files of the
     clickstream drawn with ``seed``, or (``source`` kafka) on a topic of it (``bench/kafka_source.py``: on the broker
     at ``kafka_bootstrap_servers``, else one started for the run), or (``files,kafka``) on both, compared
-    (``bench/sources.py``); with ``remote`` on Spark Connect sessions (see the module's notes)."""
+    (``bench/sources.py``); with ``remote`` on Spark Connect sessions (see the module's notes). ``repeat``: every
+    run made that many times, round after round, each variant rated on its run of median time (``_median_run``)."""
     kafka_source.check(source, kafka_bootstrap_servers, fmt, remote)
     size = {**SCALES[scale], **(QUICK if quick else {})}
     n_events, files, user_counts = size["events"], size["files"], users or size["users"]
@@ -162,7 +163,7 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
              else [n for n in VARIANTS if n not in OPTIONAL or n in size["optional"]])
     session = (f"Spark Connect, remote {remote}" + (" (a server per run, in its process)" if remote.startswith("local")
                else " (a running server: its memory is not sampled)") if remote else "classic")
-    rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed, source), params={
+    rep = BenchReport(report_name(scale, fmt, users, variants and names, state_layout, remote, seed, source, repeat), params={
         "state_layout": state_layout or "each backend's default (sessionize's)", "session": session,
         "events": n_events, "users": user_counts, "files": files, "java": java_version(), "master": remote or MASTER, "partitions": PARTITIONS,
         "seed": seed, "gap_ms": GAP_MS, "watermark_delay_ms": DELAY_MS, "max_disorder_ms": DISORDER_MS, "format": fmt,
@@ -172,14 +173,15 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
         "goals": {f"{n} vs {VARIANTS[b].title}": f">= {g:g}x" for (n, b), g in GOALS.items() if n in names and b in names},
         "statekit": "builtin: sessionize --mode stream --final; plain and vectorized: run_keyed(final=True) with "
                     "statekit.bench.user_logic, state layout table; state_layout applies to builtin",
-        "spark_end_of_input": "sentinel event file (see notes)"})
+        "spark_end_of_input": "sentinel event file (see notes)",
+        "runs_per_variant": f"{repeat}, round after round; each variant rated on its run of median time" if repeat > 1 else 1})
     missing = tws_unavailable() if "tws" in names else None
     if missing:
         rep.params["skipped"] = {TWS: missing}
     chosen = sources.sources_of(source)
     runs = [(u, n, b, s) for u in user_counts for n in names for b in backends_of(n) for s in chosen
             if not (n == "tws" and missing)]
-    results: dict[tuple[str, int, str], tuple[dict, PeakRSS]] = {}
+    made: dict[tuple[str, int, str], list[tuple[dict, PeakRSS]]] = {}
     with tempfile.TemporaryDirectory(prefix="statekit-bench-spark-") as tmp, (
             kafka_source.topics(kafka_bootstrap_servers, Path(tmp)) if "kafka" in chosen else nullcontext()) as topics:
         inputs, references = {}, {}
@@ -189,28 +191,46 @@ def run(quick: bool = False, scale: str = "default", state_layout: str | None = 
             inputs[u], references[u] = _inputs(root, n_events, u, seed, chosen, files, fmt, topics)
         if topics is not None:
             rep.params.update(topics.params() if chosen == ["kafka"] else sources.params(topics))
-        for u, name, backend, src in progress(runs, total=len(runs), desc="spark"):
+        rounds = [run for _ in range(repeat) for run in runs]
+        for u, name, backend, src in progress(rounds, total=len(rounds), desc="spark"):
             plain, with_sentinel = inputs[u][src]
             label = run_label(name, backend)
             work = Path(tmp, f"users-{u}", src, label.replace(" ", "-"))
             work.mkdir(parents=True)
             variant = VARIANTS[name]
             spec = RunSpec(plain if variant.statekit else with_sentinel, str(work), fmt, backend, state_layout, remote)
-            results[(src, u, label)] = run_isolated(variant.runner, spec)
-            res = results[(src, u, label)][0]
-            if "output" in res:
-                written = res.pop("output")
-                if variant.sessions:
-                    res["sessions"] = written_sessions(written)
-                else:
-                    res["rows"] = counted_rows(written)
+            res, peak = run_isolated(variant.runner, spec)
+            if "output" not in res:
+                res["agree"] = f"not compared: stopped after {BUDGET_S} s, rated on its {res['batches']} finished batches"
+            elif variant.sessions:
+                sessions = written_sessions(res.pop("output"))
+                res.update(agree=_written({**res, "sessions": sessions}, references[u], n_events),
+                           session_count=len(sessions))
+            else:
+                res["rows"] = counted_rows(res.pop("output"))
+                res["agree"] = _written(res, references[u], n_events)
+            made.setdefault((src, u, label), []).append((res, peak))
             shutil.rmtree(work, ignore_errors=True)
-    _report(rep, n_events, user_counts, names, chosen, results, references)
+    _report(rep, n_events, user_counts, names, chosen, {key: _median_run(runs) for key, runs in made.items()},
+            {u: len(ref) for u, ref in references.items()})
     return rep
 
 
+def _median_run(runs: list[tuple[dict, PeakRSS]]) -> tuple[dict, PeakRSS]:
+    """The run of median time among a variant's repeats (the faster middle one of an even count), carrying every
+    repeat's seconds and peak RSS (``_timing`` gives their range); a repeat that differs from the reference, or was
+    not compared, gives its comparison instead, so one wrong answer among the repeats is the report's failure."""
+    res, peak = sorted(runs, key=lambda run: run[0]["seconds"])[(len(runs) - 1) // 2]
+    if len(runs) == 1:
+        return res, peak
+    agrees = [r["agree"] for r, _ in runs]
+    worst = next((a for a in agrees if a.startswith(DIFFERS)), None) or next(
+        (a for a in agrees if a.startswith("not compared")), res["agree"])
+    return {**res, "agree": worst, "repeats": [(r["seconds"], p.mib()) for r, p in runs]}, peak
+
+
 def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list[str], chosen: list[str],
-            results: dict[tuple[str, int, str], tuple[dict, PeakRSS]], references: dict[int, list[tuple]]) -> None:
+            results: dict[tuple[str, int, str], tuple[dict, PeakRSS]], reference_counts: dict[int, int]) -> None:
     """Per user count and source, each statekit variant (heap and rocksdb side by side) against each Spark
     baseline that ran: events/s with the speedup and its goal, sessions checked against the reference, peak RSS;
     with two sources, per statekit variant the topic's speedup over Spark's session_window over the files'
@@ -236,13 +256,11 @@ def _report(rep: BenchReport, n_events: int, user_counts: list[int], names: list
                     name, backend = ours[v]
                     speedups.setdefault(name, {}).setdefault(source, {})[backend] = rates[v] / rates[NATIVE]
                     speedup_line[sources.line(source, both, v)].append((users, rates[v] / rates[NATIVE]))
-            agree = {v: f"not compared: stopped after {BUDGET_S} s, rated on its {res['batches']} finished batches"
-                     if "sessions" not in res and "rows" not in res else _written(res, references[users], n_events)
-                     for v, (res, _) in got.items()}
+            agree = {v: res["agree"] for v, (res, _) in got.items()}
             rep.failures += differing(agree, tag)
             statekit = [n for n in names if VARIANTS[n].statekit] or [None]
             bases = [n for n in names if not VARIANTS[n].statekit and VARIANTS[n].title in got]
-            comparison = _Comparison(rep, tag, got, rates, agree, len(references[users]))
+            comparison = _Comparison(rep, tag, got, rates, agree, reference_counts[users])
             for name in statekit:
                 for base in [b for b in bases if VARIANTS[b].sessions] or [None]:
                     if name or base:
@@ -339,8 +357,7 @@ class _Comparison:
                      notes=notes)
 
     def _count(self, variant: str | None) -> int | None:
-        res = self.got[variant][0] if variant in self.got else {}
-        return len(res["sessions"]) if "sessions" in res else None
+        return self.got[variant][0].get("session_count") if variant in self.got else None
 
     def _rss(self, variant: str | None, role: str | None = None) -> float | None:
         return self.got[variant][1].mib(role) if variant in self.got else None
@@ -351,6 +368,10 @@ def _timing(variant: str, res: dict) -> str:
     set-up (Arrow input, sort, reaching its state host), restore, operator and snapshot time per epoch,
     summed; the rest is Spark's) and its local fast-path and caught-up shares."""
     text = f"{variant} {res['seconds']:.1f} s, {res['batches']} batches"
+    if "repeats" in res:
+        seconds, peaks = zip(*res["repeats"])
+        text += (f" (the median of {len(seconds)} runs: {min(seconds):.1f}-{max(seconds):.1f} s, peak RSS "
+                 f"{min(peaks):,.0f}-{max(peaks):,.0f} MiB)")
     if "fast_path" in res:
         parts = ("setup_seconds", "restore_seconds", "process_seconds", "snapshot_seconds")
         spark = res["epoch_seconds"] - sum(res[p] for p in parts)

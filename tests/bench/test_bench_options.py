@@ -14,7 +14,7 @@ from statekit.bench import spark as spark_part
 from statekit.bench.common import MIB, PeakRSS
 from statekit.bench.kafka_source import check
 from statekit.bench.report import BenchReport
-from statekit.bench.spark import _report, report_name
+from statekit.bench.spark import DIFFERS, _median_run, _report, report_name
 from statekit.bench.spark_runs import NATIVE
 
 
@@ -33,6 +33,7 @@ def no_run(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     (["spark", "--variants", ","], "unknown variant(s) (none given)"),
     (["spark", "--users", "10000,10k"], "argument --users: '10k' is not a whole number"),
     (["spark", "--users", "0"], "user counts must be positive, got 0"),
+    (["spark", "--repeat", "0"], "argument --repeat: runs per variant must be positive, got 0"),
     (["open-sessions", "--runs", "rocksdb,fancy"],
      "argument --runs: unknown run(s) 'fancy'; valid: rocksdb, cells, heap, native"),
     (["open-sessions", "--open-sessions", "1e6"], "argument --open-sessions: '1e6' is not a whole number"),
@@ -50,18 +51,20 @@ def test_a_bad_part_option_exits_2_naming_it(no_run, capsys, argv, message):
 
 def test_spark_options_reach_the_spark_part(no_run):
     runner.main(["spark", "--users", "10000,400000,1000000", "--format", "csv", "--variants", "plain, native"])
-    [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed, *open_sessions, source, servers)] = no_run
+    [(parts, quick, _out, scale, layout, remote, users, fmt, variants, seed, *open_sessions, source, servers,
+      repeat)] = no_run
     assert (parts, quick, scale, remote) == (["spark"], False, "default", None)
     assert (users, fmt, variants, seed) == ([10_000, 400_000, 1_000_000], "csv", ["plain", "native"], None)
     assert open_sessions == [None] * 6  # the open-sessions part's four, the bootstrap part's two
-    assert (source, servers) == ("files", None)
+    assert (source, servers, repeat) == ("files", None, 1)
     no_run.clear()
-    runner.main(["spark", "--seed", "11", "--source", "kafka", "--kafka-bootstrap-servers", "localhost:9092"])
+    runner.main(["spark", "--seed", "11", "--source", "kafka", "--kafka-bootstrap-servers", "localhost:9092",
+                 "--repeat", "3"])
     assert no_run[0][9] == 11
-    assert no_run[0][-2:] == ("kafka", "localhost:9092")
+    assert no_run[0][-3:] == ("kafka", "localhost:9092", 3)
     no_run.clear()
     runner.main(["spark", "--source", "files,kafka", "--kafka-bootstrap-servers", "localhost:9092"])
-    assert no_run[0][-2:] == ("files,kafka", "localhost:9092")
+    assert no_run[0][-3:] == ("files,kafka", "localhost:9092", 1)
 
 
 def test_both_sources_reach_the_spark_parts_run(monkeypatch, tmp_path):
@@ -96,6 +99,7 @@ def test_a_broker_is_taken_with_either_source_that_reads_a_topic():
     ({"users": [10_000, 400_000]}, "--users 10000,400000"), ({"fmt": "csv"}, "--format csv"),
     ({"variants": ["native", "plain"]}, "--variants native,plain"), ({"seed": 11}, "--seed 11"),
     ({"source": "kafka"}, "--source kafka"), ({"source": "files,kafka"}, "--source files,kafka"),
+    ({"repeat": 3}, "--repeat 3"),
 ])
 def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
     with pytest.raises(SystemExit, match=f"^{flags} applies to the spark part only: statekit bench spark {flags}$"):
@@ -113,6 +117,8 @@ def test_spark_options_apply_to_the_spark_part_only(tmp_path, kwargs, flags):
      "spark-kafka-users-10k-builtin-native"),
     (("default", "parquet", [10_000], ["builtin", "native"], None, None, 7, "files,kafka"),
      "spark-files-kafka-users-10k-builtin-native"),
+    (("default", "parquet", [10_000], ["builtin", "native"], None, "local[2]", 7, "files", 3),
+     "spark-users-10k-builtin-native-connect-repeat-3"),
 ])
 def test_the_report_name_tells_format_users_and_variants(args, name):
     assert report_name(*args) == name
@@ -123,13 +129,13 @@ def test_open_sessions_options_reach_the_part(no_run):
                  "--runs", "native, rocksdb", "--memory-budget", "2g"])
     [args] = no_run
     assert args[:2] == (["open-sessions"], False)
-    assert args[-8:-2] == ([1_000_000, 10_000_000], 1_000_000, ["native", "rocksdb"], "2g", None, None)
+    assert args[10:16] == ([1_000_000, 10_000_000], 1_000_000, ["native", "rocksdb"], "2g", None, None)
 
 
 def test_bootstrap_sessions_reach_the_part(no_run):
     runner.main(["bootstrap", "--bootstrap-sessions", "1000000,10000000", "--history-clicks", "10"])
     [args] = no_run
-    assert args[:2] == (["bootstrap"], False) and args[-4:-2] == ([1_000_000, 10_000_000], 10)
+    assert args[:2] == (["bootstrap"], False) and args[14:16] == ([1_000_000, 10_000_000], 10)
 
 
 def test_bootstrap_sessions_apply_to_that_part_only(tmp_path):
@@ -153,14 +159,18 @@ SECONDS = {"files": {NATIVE: 10.0, "statekit heap": 5.0, "statekit rocksdb": 4.0
 
 def _results(sources: list[str]) -> dict[tuple[str, int, str], tuple[dict, PeakRSS]]:
     """Synthetic runs of builtin and native on ``sources``, every one writing the reference sessions."""
-    return {(source, 500, label): ({"seconds": s, "batches": 2, "late": 0, "sessions": list(REFERENCE)},
-                                   PeakRSS(100 * MIB))
-            for source in sources for label, s in SECONDS[source].items()}
+    return {(source, 500, label): _run(s) for source in sources for label, s in SECONDS[source].items()}
 
 
-def _figures(sources: list[str]) -> tuple[BenchReport, dict[str, dict]]:
+def _run(seconds: float, agree: str = "identical to reference", mib: int = 100) -> tuple[dict, PeakRSS]:
+    """A synthetic run as ``spark.run`` keeps it: its seconds, its comparison with the reference, its peak RSS."""
+    return ({"seconds": seconds, "batches": 2, "late": 0, "agree": agree, "session_count": len(REFERENCE)},
+            PeakRSS(mib * MIB))
+
+
+def _figures(sources: list[str], results: dict | None = None) -> tuple[BenchReport, dict[str, dict]]:
     rep = BenchReport("spark")
-    _report(rep, 1_000, [500], ["builtin", "native"], sources, _results(sources), {500: REFERENCE})
+    _report(rep, 1_000, [500], ["builtin", "native"], sources, results or _results(sources), {500: len(REFERENCE)})
     names = [f.name for f in rep.figures]
     assert len(names) == len(set(names)), "figures of one name"
     return rep, {f["name"]: f for f in rep.to_json()["figures"]}
@@ -193,3 +203,31 @@ def test_one_source_keeps_its_figures_names_and_has_no_comparison():
     assert not [name for name in figures if "from" in name]
     assert set(next(s for s in rep.series_list if s.title == f"speedup over {NATIVE}").lines) == {
         "statekit heap", "statekit rocksdb"}
+
+
+def test_repeats_rate_each_variant_on_its_run_of_median_time():
+    runs = {NATIVE: [_run(12.0, mib=300), _run(10.0, mib=200), _run(30.0, mib=250)],
+            "statekit heap": [_run(6.0), _run(4.0, mib=90), _run(5.0, mib=120), _run(7.0)],
+            "statekit rocksdb": [_run(4.0)]}
+    rep, figures = _figures(["files"], {("files", 500, label): _median_run(made) for label, made in runs.items()})
+    events = figures[f"events/s vs {NATIVE} ({SIZES})"]
+    assert (events["heap"], events["rocksdb"], events["baseline"]) == (200.0, 250.0, pytest.approx(1_000 / 12))
+    assert "speedup heap 2.40x, rocksdb 3.00x" in events["notes"], events["notes"]
+    assert f"{NATIVE} 12.0 s, 2 batches (the median of 3 runs: 10.0-30.0 s, peak RSS 200-300 MiB)" in events["notes"]
+    assert "statekit heap 5.0 s, 2 batches (the median of 4 runs: 4.0-7.0 s, peak RSS 90-120 MiB)" in events["notes"]
+    assert "statekit rocksdb 4.0 s, 2 batches (epochs" not in events["notes"] and "the median of 1" not in events["notes"]
+    rss = figures[f"peak RSS whole process tree vs {NATIVE} ({SIZES})"]
+    assert (rss["heap"], rss["baseline"]) == (120.0, 300.0)  # the median runs' own
+    assert not rep.failures
+
+
+def test_one_repeat_that_differs_from_the_reference_is_the_reports_failure():
+    wrong = f"{DIFFERS}: 0 sessions, 0 not in reference, 0 late"
+    heap = _median_run([_run(5.0), _run(9.0, agree=wrong), _run(4.0)])
+    assert heap[0]["seconds"] == 5.0 and heap[0]["agree"] == wrong
+    native = _median_run([_run(10.0), _run(300.0, agree="not compared: stopped after 300 s, rated on its 3 finished "
+                                                        "batches")])
+    assert native[0]["seconds"] == 10.0 and native[0]["agree"].startswith("not compared")
+    rep, _ = _figures(["files"], {("files", 500, NATIVE): native, ("files", 500, "statekit heap"): heap,
+                                  ("files", 500, "statekit rocksdb"): _run(4.0)})
+    assert rep.failures == [f"statekit heap ({SIZES}): {wrong}"]
