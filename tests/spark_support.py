@@ -56,6 +56,21 @@ def write_input(clicks: list[Click], directory: Path, files: int, fmt: str = "cs
     return directory
 
 
+def read_one_csv(spark: Any, root: Path, text: str, blocked: str | None = None, time: str = "ts_ms") -> Any:
+    """``read_files`` of a directory holding one csv file of ``text`` (batch, key ``user_id``), with ``blocked`` (a
+    ``module.Class.method`` path, as pyspark's reader of text) made to fail: what the read must do without it."""
+    from contextlib import nullcontext
+    from unittest import mock
+
+    from statekit.spark.files import read_files
+
+    d = root / "in"
+    d.mkdir()
+    (d / "part-0.csv").write_text(text)
+    with mock.patch(blocked, side_effect=AssertionError(f"{blocked} was called")) if blocked else nullcontext():
+        return read_files(spark, str(d), fmt=None, time=time, required=[("user_id", "key")], stream=False)
+
+
 def output_rows(spark: Any, output: Path | str) -> list[tuple]:
     """Every session row written under ``output`` (all epochs), sorted."""
     return sorted(tuple(r) for r in spark.read.parquet(str(output)).select(*COLUMNS).collect())

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -239,12 +239,12 @@ class TimeSpec:
 
         return self.unit if isinstance(self.bounds_type(kind), LongType) else "us"
 
-    def kind(self, df: Any, column: str, inferred: Any) -> Any:
+    def kind(self, sample: Callable[[], Any], column: str, inferred: Any) -> Any:
         """The kind of the input's times (``bounds_type`` takes it) when a reader gives the time column as text
         (csv, json, so that a bad value reaches the invalid output) and inferred ``inferred`` from the first
-        file (``df``): LongType for numbers, StringType for the rest; for values of mixed kinds (inferred as
-        text), LongType when most of the first file's values are numbers (a few bad values among epoch
-        numbers keep the bounds integers)."""
+        file's sample (``sample()``, its DataFrame, made only when needed): LongType for numbers, StringType for
+        the rest; for values of mixed kinds (inferred as text), LongType when most of the sample's values are
+        numbers (a few bad values among epoch numbers keep the bounds integers)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, NumericType, StringType
 
@@ -253,7 +253,7 @@ class TimeSpec:
         if isinstance(inferred, NumericType):
             return LongType()
         numbers = F.trim(F.col(column)).rlike(NUMBER)
-        row = df.select(F.count(F.when(numbers, 1)).alias("i"), F.count(F.when(~numbers, 1)).alias("o")).first()
+        row = sample().select(F.count(F.when(numbers, 1)).alias("i"), F.count(F.when(~numbers, 1)).alias("o")).first()
         return LongType() if row["i"] >= row["o"] else StringType()
 
 

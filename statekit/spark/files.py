@@ -4,6 +4,7 @@ parquet or json, batch or streaming (a stream's files checked to be in name orde
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
@@ -16,6 +17,7 @@ from .input_files import (input_format, is_data_file, local_as_absolute, missing
                           refuse_written_inside, split_glob)
 from .local_files import first_lines
 from .parquet_schema import parquet_spark_schema
+from .plain_csv import plain_csv_schema
 from .runtime import is_connect
 from .spark_checkpoint import files_read
 from .text_schema import CORRUPT, misfit_reason, sample_frame
@@ -113,7 +115,8 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
                schema: Any = None, written: Sequence[tuple[str, str | None]] = ()) -> FileInput:
     """The input as a ``FileInput``. Parquet's columns come from the first file (a local one's footer, without a
     Spark job: ``parquet_schema``); csv and json columns are ``schema`` (a StructType) or typed from the first
-    ``SAMPLE_LINES`` lines of the first file, never from a pass over all of it. Their time column is read as
+    ``SAMPLE_LINES`` lines of the first file, never from a pass over all of it (a plain csv sample by the driver:
+    ``plain_csv``). Their time column is read as
     text, so that a bad time reaches the invalid output instead of becoming a null, and so is any record with a
     value that does not fit its column's type (``text_schema.misfit_reason``, naming its file); a csv file
     whose header does not name the columns in their order fails the run. A stream's files not read yet must have
@@ -133,17 +136,18 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
         raise InputError(f"input {given}: parquet files carry their columns' types; --schema is for csv and json")
     options = dict(_OPTIONS[fmt])
     if fmt == "parquet":
-        first = None
         footer = None if is_connect(spark) else parquet_spark_schema(files[0])
         schema = footer or spark.read.format(fmt).load(files[0]).schema
     else:
-        first = _sample(spark, files[0], fmt, options, schema)
-        schema = first.schema
+        lines = _first_lines(spark, files[0])
+        plain = plain_csv_schema(lines) if fmt == "csv" and schema is None else None  # no Spark job to type them
+        sample = cache(partial(_sample, spark, files[0], lines, fmt, options, schema if plain is None else plain))
+        schema = plain if plain is not None else sample().schema
     check_columns(files[0], schema.fieldNames(), required)
     kind = schema[time].dataType
     reason = None
     if fmt != "parquet":
-        kind = time_spec.kind(first, time, kind)
+        kind = time_spec.kind(sample, time, kind)
         schema = StructType([StructField(f.name, StringType(), True) if f.name == time else f for f in schema.fields])
         options["columnNameOfCorruptRecord"] = CORRUPT
         reason = REASON
@@ -165,13 +169,16 @@ def read_files(spark: Any, path: str, *, fmt: str | None, time: str, required: l
     return FileInput(df, schema, kind, reason)
 
 
-def _sample(spark: Any, file: str, fmt: str, options: dict[str, str], schema: Any) -> Any:
-    """The first ``SAMPLE_LINES`` lines of csv or json ``file`` as a DataFrame, of ``schema`` or of the columns they
-    show (where the session cannot read text it is given, the whole file). A classic driver reads a local file's
-    lines itself (``local_files.first_lines``: no Spark job before the run's)."""
+def _first_lines(spark: Any, file: str) -> list[str]:
+    """The first ``SAMPLE_LINES`` lines of ``file``: a classic driver reads a local file's lines itself
+    (``local_files.first_lines``: no Spark job before the run's), else Spark's text source."""
     lines = None if is_connect(spark) else first_lines(file, SAMPLE_LINES)
-    if lines is None:
-        lines = [row[0] for row in spark.read.text(file).limit(SAMPLE_LINES).collect()]
+    return lines if lines is not None else [row[0] for row in spark.read.text(file).limit(SAMPLE_LINES).collect()]
+
+
+def _sample(spark: Any, file: str, lines: list[str], fmt: str, options: dict[str, str], schema: Any) -> Any:
+    """``lines``, the first of csv or json ``file``, as a DataFrame, of ``schema`` or of the columns they show (where
+    the session cannot read text it is given, the whole file)."""
     sample = sample_frame(spark, lines, fmt, options, schema)
     if sample is not None:
         return sample

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekit.spark import local_files
-from statekit.spark.files import read_files
 from statekit.spark.local_files import first_lines
+from tests.spark_support import read_one_csv
 
 pytestmark = pytest.mark.spark
 
@@ -56,10 +56,7 @@ def test_a_file_the_driver_cannot_read_as_spark_does_is_left_to_spark(tmp_path):
 
 def test_a_local_csv_input_is_typed_without_spark_reading_its_text(spark, tmp_path):
     """Spark's text reader is made to fail: the input's columns still come from its first lines, read here."""
-    d = tmp_path / "in"
-    d.mkdir()
-    (d / "part-0.csv").write_text("user_id,ts_ms,value\na,1000,1\nb,2000,2.5\n")
-    with mock.patch("pyspark.sql.readwriter.DataFrameReader.text", side_effect=AssertionError("Spark read the text")):
-        read = read_files(spark, str(d), fmt=None, time="ts_ms", required=[("user_id", "key")], stream=False)
+    read = read_one_csv(spark, tmp_path, "user_id,ts_ms,value\na,1000,1\nb,2000,2.5\n",
+                        "pyspark.sql.readwriter.DataFrameReader.text")
     assert [(f.name, f.dataType.simpleString()) for f in read.schema.fields] == [
         ("user_id", "string"), ("ts_ms", "string"), ("value", "double")]
