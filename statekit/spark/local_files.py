@@ -37,9 +37,10 @@ def first_lines(uri: str, n: int) -> list[str] | None:
     with open(path, "rb") as f:
         while True:
             chunk = f.read(_CHUNK)
+            joined = chunk[:1] == b"\n" and head[-1:] == b"\r"  # a "\r\n" cut between two reads
             head += chunk
-            ends += chunk.count(b"\n") + chunk.count(b"\r")  # at least the line ends read ("\r\n" counts twice)
-            if chunk and ends <= n:  # fewer than n line ends yet: split once there may be enough (not per chunk)
+            ends += chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n") - joined  # line ends read
+            if chunk and ends < n:  # fewer than n line ends yet: split once, when they are there (not per chunk)
                 continue
             lines = _LINE_END.split(bytes(head[len(_BOM):] if head.startswith(_BOM) else head))
             if not chunk:  # the whole file: a line end at its end ends its last line

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekit.spark import local_files
-from statekit.spark.local_files import first_lines
+from statekit.spark.local_files import _LINE_END, first_lines
 from tests.spark_support import read_one_csv
 
 pytestmark = pytest.mark.spark
@@ -44,6 +44,29 @@ def test_edges_of_the_first_lines_read_here_are_sparks(spark, tmp_path, data):
     path = tmp_path / "part-0.csv"
     path.write_bytes(data)
     assert first_lines(f"file://{path}", 5) == _spark_lines(spark, path, 5)
+
+
+class _CountedSplits:
+    """``local_files._LINE_END`` counting its splits."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def split(self, data: bytes) -> list[bytes]:
+        self.calls += 1
+        return _LINE_END.split(data)
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_the_head_is_split_once_however_many_reads_it_takes(tmp_path, end):
+    """Lines of 10 bytes read 3 bytes at a time (a ``\r\n`` cut between reads too): one split of the head once n
+    line ends are read, not one per read after (which made a file of long lines quadratic)."""
+    path = tmp_path / "part-0.csv"
+    path.write_text("".join(f"line{i:05d}{end}" for i in range(200)), newline="")
+    counted = _CountedSplits()
+    with mock.patch.object(local_files, "_CHUNK", 3), mock.patch.object(local_files, "_LINE_END", counted):
+        assert first_lines(str(path), 50) == [f"line{i:05d}" for i in range(50)]
+    assert counted.calls == 1
 
 
 def test_a_file_the_driver_cannot_read_as_spark_does_is_left_to_spark(tmp_path):
